@@ -1,0 +1,184 @@
+"""The paged KV cache's bookkeeping: which physical block holds which tokens.
+
+The KV cache is cut into `num_blocks` fixed-size **blocks** of `block_size` token slots
+each (the tensors live in `kv_cache.py`; this file never touches them). A sequence owns
+a **block table**: the list of physical block ids that hold its tokens, in order, so
+token position `p` lives in
+
+    block  = block_table[p // block_size]
+    offset = p % block_size
+    slot   = block * block_size + offset      # the row written by `slot_mapping`
+
+Two ways to hand out blocks, both real here so their waste can be measured:
+
+* **paged** (PagedAttention): a block is taken only when a sequence's next token needs
+  one, from anywhere in the cache. At most `block_size - 1` slots per sequence sit
+  empty (the tail of its last block).
+* **contiguous reservation** (what static batching does): a request reserves one
+  unbroken run of blocks for its worst case, `prompt + max_tokens`, when it is
+  admitted. Everything it never generates is reserved but empty, and a free run long
+  enough may not exist even when enough blocks are free in total (external
+  fragmentation).
+
+`BlockAllocator` keeps reference counts so that one block can be shared (prefix
+caching): a block returns to the free pool when its last user lets go. Freeing a block
+that is already free is a bug and raises at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from minillm.sequence import Sequence
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division: blocks needed for `a` tokens in blocks of `b`."""
+    return -(-a // b)
+
+
+class BlockAllocator:
+    """Free pool + reference counts over block ids 0 … num_blocks-1.
+
+    Free ids sit in a min-heap, so allocation always takes the lowest free id: the
+    block map a lesson draws stays compact and runs are reproducible. Contiguous
+    allocation marks a whole run used; the heap entries of that run become stale and
+    are skipped when popped (lazy deletion).
+    """
+
+    def __init__(self, num_blocks: int):
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int):
+            raise TypeError(f"num_blocks must be an int, got {type(num_blocks).__name__}")
+        if num_blocks < 1:
+            raise ValueError(f"num_kv_blocks must be >= 1, got {num_blocks}")
+        self.num_blocks = num_blocks
+        self.ref_counts = [0] * num_blocks
+        self._free_heap = list(range(num_blocks))
+        self._num_free = num_blocks
+
+    @property
+    def num_free(self) -> int:
+        return self._num_free
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - self._num_free
+
+    def is_free(self, block_id: int) -> bool:
+        return self.ref_counts[block_id] == 0
+
+    def allocate(self) -> int:
+        """Take one free block (the lowest id) and give it reference count 1."""
+        while self._free_heap:
+            block_id = heapq.heappop(self._free_heap)
+            if self.ref_counts[block_id] == 0:
+                self._take(block_id)
+                return block_id
+        raise RuntimeError("no free KV block: check num_free before allocating")
+
+    def allocate_contiguous(self, count: int) -> list[int] | None:
+        """Take `count` adjacent free blocks (first fit), or None if no such run exists."""
+        run_start, run_len = 0, 0
+        for block_id in range(self.num_blocks):
+            if self.ref_counts[block_id] == 0:
+                if run_len == 0:
+                    run_start = block_id
+                run_len += 1
+                if run_len == count:
+                    blocks = list(range(run_start, run_start + count))
+                    for b in blocks:
+                        self._take(b)
+                    return blocks
+            else:
+                run_len = 0
+        return None
+
+    def share(self, block_id: int) -> None:
+        """One more user of an allocated block (prefix caching)."""
+        if self.ref_counts[block_id] == 0:
+            raise RuntimeError(f"cannot share block {block_id}: it is free")
+        self.ref_counts[block_id] += 1
+
+    def free(self, block_id: int) -> None:
+        """Drop one reference; the block is free again when none is left."""
+        if not 0 <= block_id < self.num_blocks:
+            raise ValueError(f"block id {block_id} outside 0..{self.num_blocks - 1}")
+        if self.ref_counts[block_id] == 0:
+            raise RuntimeError(f"double free of KV block {block_id}")
+        self.ref_counts[block_id] -= 1
+        if self.ref_counts[block_id] == 0:
+            self._num_free += 1
+            heapq.heappush(self._free_heap, block_id)
+            if len(self._free_heap) > 2 * self.num_blocks:   # too many stale entries
+                self._free_heap = [b for b in range(self.num_blocks) if self.ref_counts[b] == 0]
+
+    def _take(self, block_id: int) -> None:
+        self.ref_counts[block_id] = 1
+        self._num_free -= 1
+
+
+class KVCacheManager:
+    """Gives sequences the blocks they need, paged or as a contiguous reservation."""
+
+    def __init__(self, num_blocks: int, block_size: int):
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+        self.block_size = block_size
+        self.allocator = BlockAllocator(num_blocks)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def num_blocks(self) -> int:
+        return self.allocator.num_blocks
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.allocator.num_free
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        """Extra blocks `seq` needs so that `num_new_tokens` more tokens fit."""
+        tokens_after = seq.num_computed_tokens + num_new_tokens
+        return max(0, cdiv(tokens_after, self.block_size) - len(seq.block_table))
+
+    def can_allocate(self, seq: Sequence, num_new_tokens: int, reserve: int = 0) -> bool:
+        """True if the blocks for `num_new_tokens` are free, keeping `reserve` spare."""
+        return self.blocks_needed(seq, num_new_tokens) + reserve <= self.num_free_blocks
+
+    # ------------------------------------------------------------------ paged
+    def allocate(self, seq: Sequence, num_new_tokens: int) -> None:
+        """Append the blocks `seq` needs for its next `num_new_tokens` tokens."""
+        needed = self.blocks_needed(seq, num_new_tokens)
+        if needed > self.num_free_blocks:
+            raise RuntimeError(
+                f"{seq.request_id} needs {needed} blocks, {self.num_free_blocks} free")
+        for _ in range(needed):
+            seq.block_table.append(self.allocator.allocate())
+
+    # ------------------------------------------------------------------ contiguous
+    def reserve_contiguous(self, seq: Sequence) -> bool:
+        """Reserve one run of blocks for `prompt + max_tokens` (static batching).
+
+        Returns False, taking nothing, when no free run is long enough.
+        """
+        assert not seq.block_table, "reservation happens once, at admission"
+        run = self.allocator.allocate_contiguous(cdiv(seq.max_total_tokens, self.block_size))
+        if run is None:
+            return False
+        seq.block_table = run
+        return True
+
+    # ------------------------------------------------------------------ release
+    def free(self, seq: Sequence) -> None:
+        """Give back every block `seq` holds (last block first)."""
+        for block_id in reversed(seq.block_table):
+            self.allocator.free(block_id)
+        seq.block_table = []
+
+    def slot(self, seq: Sequence, position: int) -> int:
+        """The flat cache row of token `position` of `seq`."""
+        block_id = seq.block_table[position // self.block_size]
+        return block_id * self.block_size + position % self.block_size

@@ -1,0 +1,208 @@
+"""minillm's own Llama-family forward pass, on the flat token layout.
+
+Input is one step's flat batch (see `attention_metadata.py`): `T` tokens from many
+sequences side by side, no padding. Every op except attention is **token-wise** — it
+treats each of the `T` rows on its own — so it runs on the whole flat batch at once:
+
+    embed  →  30 × [ RMSNorm → QKV proj → RoPE → attention → O proj → +residual
+                     RMSNorm → gate/up proj → SiLU(gate)·up → down proj → +residual ]
+           →  RMSNorm → lm_head  (only at the rows that sample)
+
+Details that matter for exactness against transformers:
+
+* **RMSNorm** computes in fp32 and multiplies by the weight after casting back.
+* **RoPE** rotates pairs (i, i + D/2) of each head by angle `position · θ^(-2i/D)`
+  ("rotate half" layout, the one Hugging Face Llama weights use).
+* **GQA**: `num_heads` query heads share `num_kv_heads` key/value heads (SmolLM2: 9
+  and 3 — three query heads per K/V head), so the KV cache is 3× smaller.
+* Q, K, V projections are fused into one matmul, and so are gate and up: one big
+  matmul reads the input once (weights are concatenated when loading).
+* Embeddings may be tied: `lm_head` reuses the embedding matrix.
+
+Weights are copied from a transformers `LlamaForCausalLM`; the code is ours.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from minillm.attention_metadata import AttentionMetadata
+
+SUPPORTED_MODEL_TYPES = ("llama",)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:       # [T, H] → [T, H]
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """Precomputed cos/sin for every position up to `max_positions`."""
+
+    def __init__(self, head_dim: int, theta: float, max_positions: int):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        angles = torch.arange(max_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        angles = torch.cat([angles, angles], dim=-1)              # [P, D]
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotate x [T, heads, D] by its rows' positions [T]."""
+        cos = self.cos[positions].unsqueeze(1).to(x.dtype)        # [T, 1, D]
+        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden: int, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.q_size, self.kv_size = num_heads * head_dim, num_kv_heads * head_dim
+        self.qkv_proj = nn.Linear(hidden, self.q_size + 2 * self.kv_size, bias=bias)
+        self.o_proj = nn.Linear(self.q_size, hidden, bias=bias)
+        self.scale = head_dim ** -0.5
+
+    def forward(self, x, positions, rope, layer_cache, meta, backend) -> torch.Tensor:
+        T = x.shape[0]
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = rope(q.view(T, self.num_heads, self.head_dim), positions)      # [T, Hq, D]
+        k = rope(k.view(T, self.num_kv_heads, self.head_dim), positions)   # [T, Hkv, D]
+        v = v.view(T, self.num_kv_heads, self.head_dim)                    # [T, Hkv, D]
+        k_cache, v_cache = layer_cache
+        out = backend(q, k, v, k_cache, v_cache, meta, self.scale)         # [T, Hq, D]
+        return self.o_proj(out.reshape(T, self.q_size))                    # [T, H]
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int, bias: bool):
+        super().__init__()
+        self.intermediate = intermediate
+        self.gate_up_proj = nn.Linear(hidden, 2 * intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:      # SwiGLU: [T, H] → [T, H]
+        gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        head_dim = _head_dim(cfg)
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.attn = Attention(cfg.hidden_size, cfg.num_attention_heads,
+                              cfg.num_key_value_heads, head_dim,
+                              bias=getattr(cfg, "attention_bias", False))
+        self.post_attention_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, bias=getattr(cfg, "mlp_bias", False))
+
+    def forward(self, h, positions, rope, layer_cache, meta, backend):
+        h = h + self.attn(self.input_norm(h), positions, rope, layer_cache, meta, backend)
+        return h + self.mlp(self.post_attention_norm(h))
+
+
+class LlamaModel(nn.Module):
+    """The whole network. Build it with `LlamaModel.from_hf(hf_model)`."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        _check_supported(cfg)
+        self.config = cfg
+        self.num_layers = cfg.num_hidden_layers
+        self.num_kv_heads = cfg.num_key_value_heads
+        self.head_dim = _head_dim(cfg)
+        self.vocab_size = cfg.vocab_size
+        self.max_positions = cfg.max_position_embeddings
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rope = RotaryEmbedding(self.head_dim, _rope_theta(cfg), cfg.max_position_embeddings)
+        self.tied = bool(getattr(cfg, "tie_word_embeddings", False))
+        if not self.tied:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+                meta: AttentionMetadata, logits_indices: torch.Tensor,
+                backend) -> torch.Tensor:
+        """input_ids, positions [T] → logits [len(logits_indices), vocab]."""
+        h = self.embed_tokens(input_ids)                                   # [T, H]
+        for layer, layer_cache in zip(self.layers, kv_caches):
+            h = layer(h, positions, self.rope, layer_cache, meta, backend)
+        h = self.norm(h[logits_indices])                                   # [S, H]
+        weight = self.embed_tokens.weight if self.tied else self.lm_head.weight
+        return F.linear(h, weight).float()                                 # [S, V]
+
+    @classmethod
+    def from_hf(cls, hf_model, dtype: torch.dtype | None = None,
+                device: torch.device | str | None = None) -> "LlamaModel":
+        """Copy a transformers LlamaForCausalLM's weights into minillm's layout."""
+        cfg = hf_model.config
+        model = cls(cfg)
+        src = hf_model.state_dict()
+        model.load_state_dict(_convert_state_dict(src, cfg, model.tied))
+        param_dtype = dtype or next(hf_model.parameters()).dtype
+        return model.to(device=device or "cpu", dtype=param_dtype).eval()
+
+
+def _convert_state_dict(src: dict, cfg, tied: bool) -> dict:
+    """transformers names → minillm names, fusing QKV and gate/up."""
+    out = {"embed_tokens.weight": src["model.embed_tokens.weight"],
+           "norm.weight": src["model.norm.weight"]}
+    if not tied:
+        out["lm_head.weight"] = src["lm_head.weight"]
+    for i in range(cfg.num_hidden_layers):
+        p, q = f"model.layers.{i}.", f"layers.{i}."
+        out[q + "input_norm.weight"] = src[p + "input_layernorm.weight"]
+        out[q + "post_attention_norm.weight"] = src[p + "post_attention_layernorm.weight"]
+        for kind in ("weight", "bias"):
+            parts = [src.get(p + f"self_attn.{n}_proj.{kind}") for n in "qkv"]
+            if parts[0] is not None:
+                out[q + f"attn.qkv_proj.{kind}"] = torch.cat(parts, dim=0)
+            if (o := src.get(p + f"self_attn.o_proj.{kind}")) is not None:
+                out[q + f"attn.o_proj.{kind}"] = o
+            gate, up = src.get(p + f"mlp.gate_proj.{kind}"), src.get(p + f"mlp.up_proj.{kind}")
+            if gate is not None:
+                out[q + f"mlp.gate_up_proj.{kind}"] = torch.cat([gate, up], dim=0)
+            if (down := src.get(p + f"mlp.down_proj.{kind}")) is not None:
+                out[q + f"mlp.down_proj.{kind}"] = down
+    return out
+
+
+def _head_dim(cfg) -> int:
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
+def _rope_theta(cfg) -> float:
+    params = getattr(cfg, "rope_parameters", None) or {}
+    theta = params.get("rope_theta", getattr(cfg, "rope_theta", None))
+    if theta is None:
+        raise ValueError("model config has no rope_theta")
+    return float(theta)
+
+
+def _check_supported(cfg) -> None:
+    model_type = getattr(cfg, "model_type", None)
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"minillm runs Llama-family models (model_type 'llama'), got {model_type!r}")
+    params = getattr(cfg, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", "default")
+    scaling = getattr(cfg, "rope_scaling", None)
+    if rope_type != "default" or (scaling and scaling.get("rope_type", "default") != "default"):
+        raise ValueError(f"RoPE scaling {rope_type!r} is not supported by minillm's forward; "
+                         "use a model with plain RoPE")
+    if cfg.num_attention_heads % cfg.num_key_value_heads:
+        raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")

@@ -1,0 +1,124 @@
+"""Turning a scheduler's plan into one forward pass (selective batching).
+
+For every planned `(sequence, n)` the runner takes the sequence's next `n` tokens and
+lays them end to end into ONE flat batch:
+
+    input_ids      [T]    the tokens
+    positions      [T]    each token's position in its own sequence (for RoPE)
+    slot_mapping   [T]    where each token's K/V goes in the paged cache
+    query_start_loc[B+1], seq_lens[B], block_tables[B, max_blocks]   (attention)
+    logits_indices [S]    rows whose logits we need: the last row of each sequence
+                          that finishes its known tokens this step (it samples);
+                          a prefill chunk that stops mid-prompt samples nothing.
+
+Prefill chunks and decodes mix freely: to the linear layers it is just `T` rows.
+Logits are computed only at `logits_indices` — for a 500-token prompt that is 1 row of
+the 49,152-wide vocabulary projection instead of 500.
+
+Both runners (this one and `SimRunner`) own the engine's clock: `now()` and
+`wait_until()`; the real one reads the wall clock, the simulator keeps its own.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+
+import torch
+
+from minillm.attention_metadata import build_attention_metadata
+from minillm.scheduler import SchedulerOutput
+from minillm.sampler import Sampler
+
+
+class Runner(abc.ABC):
+    """What the engine needs from whatever executes a step."""
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Seconds on this runner's clock."""
+
+    @abc.abstractmethod
+    def wait_until(self, t: float) -> None:
+        """Idle until the clock reads `t` (nothing to run before the next arrival)."""
+
+    @abc.abstractmethod
+    def execute(self, plan: SchedulerOutput) -> list[int | None]:
+        """Run one step; return the sampled token per plan row (None: no sample)."""
+
+
+class WallClock:
+    def __init__(self):
+        self._t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def wait_until(self, t: float) -> None:
+        delay = t - self.now()
+        if delay > 0:
+            time.sleep(delay)
+
+
+class ModelRunner(Runner):
+    def __init__(self, model, kv_caches, block_size: int, backend, device: torch.device):
+        self.model = model
+        self.kv_caches = kv_caches
+        self.block_size = block_size
+        self.backend = backend
+        self.device = torch.device(device)
+        self.sampler = Sampler()
+        self.clock = WallClock()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def wait_until(self, t: float) -> None:
+        self.clock.wait_until(t)
+
+    def reset_clock(self) -> None:
+        self.clock = WallClock()
+
+    def execute(self, plan: SchedulerOutput) -> list[int | None]:
+        batch = self.build_batch(plan)
+        logits = self.model(batch["input_ids"], batch["positions"], self.kv_caches,
+                            batch["meta"], batch["logits_indices"], self.backend)  # [S, V]
+        sampling_rows = batch["sampling_rows"]
+        seqs = [plan.scheduled[r].seq for r in sampling_rows]
+        tokens = self.sampler(logits, [s.params for s in seqs],
+                              [s.sampling_seed for s in seqs],
+                              [s.num_output_tokens for s in seqs])
+        result: list[int | None] = [None] * len(plan.scheduled)
+        for row, token in zip(sampling_rows, tokens):
+            result[row] = token
+        return result
+
+    def build_batch(self, plan: SchedulerOutput) -> dict:
+        """Collect the flat batch as Python lists, then make each tensor once."""
+        input_ids, positions, slot_mapping = [], [], []
+        query_lens, seq_lens, block_tables = [], [], []
+        logits_indices, sampling_rows = [], []
+        bs = self.block_size
+        for row, item in enumerate(plan.scheduled):
+            seq, start = item.seq, item.seq.num_computed_tokens
+            end = start + item.num_new_tokens
+            tokens = seq.all_token_ids[start:end]
+            table = seq.block_table
+            input_ids.extend(tokens)
+            positions.extend(range(start, end))
+            slot_mapping.extend(table[p // bs] * bs + p % bs for p in range(start, end))
+            query_lens.append(item.num_new_tokens)
+            seq_lens.append(end)
+            block_tables.append(table)
+            if item.samples:
+                logits_indices.append(len(input_ids) - 1)
+                sampling_rows.append(row)
+        dev = self.device
+        meta = build_attention_metadata(query_lens, seq_lens, block_tables, slot_mapping, bs, dev)
+        return {
+            "input_ids": torch.tensor(input_ids, dtype=torch.long, device=dev),
+            "positions": torch.tensor(positions, dtype=torch.long, device=dev),
+            "meta": meta,
+            "logits_indices": torch.tensor(logits_indices, dtype=torch.long, device=dev),
+            "sampling_rows": sampling_rows,
+        }

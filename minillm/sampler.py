@@ -1,0 +1,65 @@
+"""Choosing the next token from the logits: greedy, temperature, top-k, top-p.
+
+The model gives one row of logits per sequence that samples this step. Each row is
+turned into a token by its own request's `SamplingParams`:
+
+* temperature 0 → greedy: the argmax;
+* otherwise divide by the temperature, keep the `top_k` most likely tokens, keep the
+  smallest set whose probability reaches `top_p` (nucleus), renormalise, draw.
+
+**Reproducibility.** Every draw uses a generator seeded from the request's seed and the
+index of the token being drawn. A request therefore gets the same tokens whatever else
+shares its batch, and after a preemption by recompute it draws exactly what it would
+have drawn anyway. Requests without a seed get one derived from the engine seed and
+their request id.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+from minillm.sampling_params import SamplingParams
+
+
+def request_seed(params: SamplingParams, engine_seed: int, request_id: str) -> int:
+    """The seed a request samples with: its own, or one derived from the engine's."""
+    if params.seed is not None:
+        return params.seed
+    return (engine_seed * 1_000_003 + zlib.crc32(request_id.encode())) % (2**63)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Mask (to -inf) what top-k and top-p exclude. logits [V] (already / temperature)."""
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        # drop a token if the tokens before it already reach top_p (the first always stays)
+        drop_sorted = (cumulative - sorted_logits.softmax(-1)) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+class Sampler:
+    def __call__(self, logits: torch.Tensor, params: list[SamplingParams],
+                 seeds: list[int], token_indices: list[int]) -> list[int]:
+        """logits [S, V] → one token id per row.
+
+        seeds[i] and token_indices[i] (how many tokens row i's request generated so
+        far) make every draw reproducible.
+        """
+        tokens = logits.argmax(dim=-1).tolist()           # greedy for every row first
+        for row, p in enumerate(params):
+            if p.greedy:
+                continue
+            scaled = filter_logits(logits[row].float() / p.temperature, p.top_k, p.top_p)
+            probs = scaled.softmax(-1).cpu()
+            draw_seed = (seeds[row] * 7919 + token_indices[row]) % (2**63)
+            generator = torch.Generator().manual_seed(draw_seed)
+            tokens[row] = int(torch.multinomial(probs, 1, generator=generator))
+        return tokens

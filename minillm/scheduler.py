@@ -1,0 +1,193 @@
+"""What every scheduler shares: limits, queues, ordering, and the plan it hands out.
+
+Each engine step asks the scheduler one question: *which sequences run now, and how
+many of their tokens?* The answer is a `SchedulerOutput` — a list of
+`(sequence, num_new_tokens)` pairs plus the sequences it had to preempt. The model
+runner turns that list into one flat batch; the simulator turns it into a step time.
+
+Schedulers are pure Python and deterministic (no torch, no wall clock of their own:
+the engine passes `now` in), so the very same code drives the real model, the
+simulator behind the widgets, and the property tests.
+
+Two families live in their own files:
+
+* `StaticScheduler` (request-level, 静态批处理): a batch is formed, runs until its
+  longest member finishes, and only then is the next batch formed;
+* `ContinuousScheduler` (iteration-level, 迭代级调度 / continuous batching 连续批处理):
+  every step, finished sequences leave and waiting ones join — optionally with
+  chunked prefill (分块预填充).
+
+Ordering (`policy`):
+
+* "fcfs" — first come, first served: earliest arrival first;
+* "priority" — lowest `priority` value first; with `aging_rate` > 0 a request's
+  effective priority improves by `aging_rate` per second it has waited, so a
+  low-priority request cannot starve forever.
+
+When a sequence must be preempted, the victim is the *last* in that order among the
+running ones: lowest priority first, then latest arrival.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from minillm.block_manager import KVCacheManager, cdiv
+from minillm.sequence import Sequence, SequenceStatus
+
+POLICIES = ("fcfs", "priority")
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int = 16             # batch slots: sequences in one step at most
+    max_num_batched_tokens: int = 2048  # token budget: tokens in one forward at most
+    max_model_len: int = 2048          # longest sequence (prompt + output) allowed
+    enable_chunked_prefill: bool = False
+    policy: str = "fcfs"
+    aging_rate: float = 0.0            # priority points gained per second of waiting
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.aging_rate < 0:
+            raise ValueError(f"aging_rate must be >= 0, got {self.aging_rate}")
+
+
+@dataclass
+class ScheduledSequence:
+    """One row of a step's plan: run `num_new_tokens` tokens of `seq`."""
+
+    seq: Sequence
+    num_new_tokens: int
+    is_decode: bool              # True: one new token after a completed prefill
+
+    @property
+    def samples(self) -> bool:
+        """True if this step completes the sequence's known tokens, so it samples."""
+        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledSequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+    idle: list[Sequence] = field(default_factory=list)   # static: finished rows kept
+    num_slots: int = 0                                   # batch slots this step
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler(abc.ABC):
+    """Queues + limits + ordering; subclasses decide what runs each step."""
+
+    name = "base"
+
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager):
+        self.config = config
+        self.kv = kv
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []
+        self._next_order = 0
+
+    # ---------------------------------------------------------------- admission
+    def check_fits(self, seq: Sequence) -> None:
+        """Reject a request that could never be served, instead of letting it wait forever."""
+        cfg = self.config
+        if seq.num_prompt_tokens >= cfg.max_model_len:
+            raise ValueError(
+                f"prompt has {seq.num_prompt_tokens} tokens but max_model_len is "
+                f"{cfg.max_model_len}: shorten the prompt or raise max_model_len")
+        worst_case = min(seq.max_total_tokens, cfg.max_model_len)
+        needed = cdiv(worst_case, self.kv.block_size)
+        if needed > self.kv.num_blocks:
+            raise ValueError(
+                f"request {seq.request_id} needs up to {needed} KV blocks "
+                f"({seq.num_prompt_tokens} prompt + {seq.params.max_tokens} max_tokens, "
+                f"block_size {self.kv.block_size}) but the whole cache has "
+                f"{self.kv.num_blocks}: lower max_tokens, shorten the prompt, or raise "
+                f"num_kv_blocks")
+        if not cfg.enable_chunked_prefill and seq.num_prompt_tokens > cfg.max_num_batched_tokens:
+            raise ValueError(
+                f"prompt has {seq.num_prompt_tokens} tokens but max_num_batched_tokens is "
+                f"{cfg.max_num_batched_tokens} and chunked prefill is off: raise "
+                f"max_num_batched_tokens or set enable_chunked_prefill=True")
+
+    def add(self, seq: Sequence) -> None:
+        self.check_fits(seq)
+        seq.admission_order = self._next_order
+        self._next_order += 1
+        seq.status = SequenceStatus.WAITING
+        self.waiting.append(seq)
+
+    def abort(self, request_id: str) -> Sequence | None:
+        """Remove a request wherever it is and free its blocks."""
+        for queue in (self.waiting, self.running):
+            for seq in queue:
+                if seq.request_id == request_id:
+                    queue.remove(seq)
+                    self.kv.free(seq)
+                    seq.status = SequenceStatus.FINISHED
+                    seq.finish_reason = "abort"
+                    return seq
+        return None
+
+    def finish(self, seq: Sequence) -> None:
+        """The engine saw `seq` stop: it leaves the batch and its blocks are freed."""
+        self.running.remove(seq)
+        self.kv.free(seq)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def kv_holders(self) -> list[Sequence]:
+        """Sequences that hold KV blocks right now."""
+        return self.running
+
+    # ---------------------------------------------------------------- ordering
+    def order_key(self, seq: Sequence, now: float) -> tuple:
+        """Sort key: smaller runs first. See the module docstring for the policies."""
+        if self.config.policy == "priority":
+            waited = max(0.0, now - seq.arrival_time)
+            effective = seq.priority - self.config.aging_rate * waited
+            return (effective, seq.arrival_time, seq.admission_order)
+        return (seq.arrival_time, seq.admission_order)
+
+    def ordered_waiting(self, now: float) -> list[Sequence]:
+        return sorted(self.waiting, key=lambda s: self.order_key(s, now))
+
+    def preempt(self, seq: Sequence) -> None:
+        """Preemption by recompute: free the sequence's blocks and queue it again."""
+        self.running.remove(seq)
+        self.kv.free(seq)
+        seq.reset_for_recompute()
+        self.waiting.append(seq)
+
+    def _start_running(self, seq: Sequence, now: float) -> None:
+        self.waiting.remove(seq)
+        self.running.append(seq)
+        seq.status = SequenceStatus.RUNNING
+        if seq.first_scheduled_time is None:
+            seq.first_scheduled_time = now
+
+    @abc.abstractmethod
+    def schedule(self, now: float) -> SchedulerOutput:
+        """Decide this step's plan; called once per engine step."""
+
+
+def scheduled_row(seq: Sequence, num_new_tokens: int) -> ScheduledSequence:
+    """Build a plan row, marking single-token steps after the prompt as decodes."""
+    is_decode = (num_new_tokens == 1 and seq.num_output_tokens > 0
+                 and seq.num_computed_tokens == seq.num_tokens - 1)
+    return ScheduledSequence(seq, num_new_tokens, is_decode)
