@@ -1,0 +1,67 @@
+"""Command line: `python -m minillm generate "..."` and `python -m minillm prepare`.
+
+    python -m minillm generate "What is the capital of France?"
+        chat template applied, greedy decoding; prints the answer and tokens/s
+    python -m minillm prepare
+        converts the default model into the local cache once (set-up runs this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def _generate(args) -> int:
+    from minillm import LLM, SamplingParams
+    llm = LLM(model=args.model, attention_backend=args.attention_backend)
+    params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens,
+                            seed=args.seed)
+    start = time.perf_counter()
+    out = llm.chat([{"role": "user", "content": args.prompt}], params, use_tqdm=False)[0]
+    elapsed = time.perf_counter() - start
+    completion = out.outputs[0]
+    print(completion.text)
+    n = len(completion.token_ids)
+    print(f"[{n} tokens in {elapsed:.2f} s = {n / elapsed:.1f} tokens/s; "
+          f"TTFT {out.metrics.ttft * 1000:.0f} ms; finish: {completion.finish_reason}]",
+          file=sys.stderr)
+    return 0
+
+
+def _prepare(args) -> int:
+    from minillm.model_loader import load_hf_model
+    start = time.perf_counter()
+    load_hf_model(args.model)
+    print(f"model {args.model!r} ready ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="answer one prompt with the chat template")
+    gen.add_argument("prompt")
+    gen.add_argument("--model", default="smollm2-135m")
+    gen.add_argument("--max-tokens", type=int, default=64)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--attention-backend", default="auto")
+    gen.set_defaults(func=_generate)
+    prep = sub.add_parser("prepare", help="convert the model into the local cache")
+    prep.add_argument("--model", default="smollm2-135m")
+    prep.set_defaults(func=_prepare)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
