@@ -151,9 +151,10 @@ def _rope_type(config) -> str:
 def check_llama_config(config, where: str = "the model") -> None:
     """Raise ``ValueError`` unless ``config`` describes math minillm's forward implements.
 
-    That is a plain Llama: ``model_type == "llama"``, SiLU-gated MLP (SwiGLU), no biases
-    in the attention or MLP projections, and default RoPE (no scaling schemes such as
-    Llama 3's "llama3" rope type).
+    That is a Llama: ``model_type == "llama"``, a SiLU-gated MLP (SwiGLU) and plain RoPE
+    (no scaling scheme such as Llama 3's "llama3" rope type, which rescales the rotary
+    frequencies). Optional biases (``attention_bias`` / ``mlp_bias``) are fine: minillm's
+    projections carry them over.
     """
     model_type = getattr(config, "model_type", None)
     architectures = getattr(config, "architectures", None) or []
@@ -168,10 +169,6 @@ def check_llama_config(config, where: str = "the model") -> None:
     problems = []
     if getattr(config, "hidden_act", "silu") != "silu":
         problems.append(f"hidden_act={config.hidden_act!r} (minillm implements 'silu')")
-    if getattr(config, "attention_bias", False):
-        problems.append("attention_bias=True (minillm's q/k/v/o projections have no bias)")
-    if getattr(config, "mlp_bias", False):
-        problems.append("mlp_bias=True (minillm's MLP projections have no bias)")
     if _rope_type(config) != "default":
         problems.append(f"rope_type={_rope_type(config)!r} (minillm implements plain RoPE)")
     if problems:

@@ -94,8 +94,6 @@ def test_non_llama_folder_is_rejected_clearly(tmp_path):
 @pytest.mark.parametrize(
     "override, word",
     [
-        ({"attention_bias": True}, "attention_bias"),
-        ({"mlp_bias": True}, "mlp_bias"),
         ({"hidden_act": "gelu"}, "hidden_act"),
         ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_type"),
     ],
@@ -104,6 +102,11 @@ def test_llama_variants_minillm_cannot_run_are_rejected(override, word):
     config = tiny_llama_config(**override)
     with pytest.raises(ValueError, match=word):
         model_loader.check_llama_config(config)
+
+
+@pytest.mark.unit
+def test_llama_with_biases_is_accepted():
+    model_loader.check_llama_config(tiny_llama_config(attention_bias=True, mlp_bias=True))
 
 
 @pytest.mark.unit
