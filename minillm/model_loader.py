@@ -431,6 +431,8 @@ def build_tiny_llama(config=None, seed: int = 0, dtype: torch.dtype = torch.floa
             if name.endswith("norm.weight"):  # RMSNorm gains, shape [hidden]
                 scale = 4.0 if name == "model.norm.weight" else 1.0
                 param.copy_(scale * (1.0 + normal(param.shape, 0.1)))
+            elif name.endswith(".bias"):  # optional projection biases, shape [out_features]
+                param.copy_(normal(param.shape, 0.1))
             elif name.endswith(("embed_tokens.weight", "lm_head.weight")):  # [vocab, hidden]
                 param.copy_(normal(param.shape, config.initializer_range))
             else:  # nn.Linear weight [out_features, in_features]: std 1/sqrt(fan_in)

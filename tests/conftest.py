@@ -1,0 +1,38 @@
+"""Shared fixtures. The real model is loaded once per test session."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """(transformers model, tokenizer) for SmolLM2-135M-Instruct in fp32."""
+    from minillm.model_loader import load_hf_model
+    model, tokenizer = load_hf_model("smollm2-135m")
+    return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def smollm2_llm(smollm2):
+    """One continuous-batching LLM on the real model, shared by read-only tests."""
+    from minillm import LLM
+    model, tokenizer = smollm2
+    return LLM(model, tokenizer=tokenizer, max_num_seqs=8, num_kv_blocks=256)
+
+
+@pytest.fixture
+def tiny_hf():
+    from minillm.model_loader import build_tiny_llama
+    return build_tiny_llama(seed=0)
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    torch.manual_seed(0)
+    yield

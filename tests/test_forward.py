@@ -1,0 +1,129 @@
+"""minillm's own forward pass vs transformers: same logits, fp32, on the flat layout.
+
+Several prompts of different lengths are prefilled in ONE flat forward, then every
+sequence decodes one token per step, all in one forward again. The oracle is
+transformers running each full sequence on its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from minillm.attention import PerSequenceAttention, TorchAttention
+from minillm.attention_metadata import build_attention_metadata
+from minillm.kv_cache import allocate_kv_cache
+from minillm.model import LlamaModel
+from minillm.model_loader import build_tiny_llama
+
+TOL = 1e-4
+
+
+def run_flat(model: LlamaModel, prompts, continuations, backend, block_size=4):
+    """Prefill all prompts together, then decode the continuations step by step.
+
+    Returns per sequence the logits at every prefill position and every decode step.
+    Block tables are deliberately scattered (not 0, 1, 2, …).
+    """
+    total = [len(p) + len(c) for p, c in zip(prompts, continuations)]
+    blocks_per_seq = [-(-t // block_size) for t in total]
+    num_blocks = sum(blocks_per_seq) + 3
+    perm = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(1)).tolist()
+    tables, k = [], 0
+    for n in blocks_per_seq:
+        tables.append(perm[k:k + n])
+        k += n
+    caches = allocate_kv_cache(model.num_layers, num_blocks, block_size, model.num_kv_heads,
+                               model.head_dim, torch.float32, "cpu")
+
+    def step(chunks, starts):
+        ids, pos, slots = [], [], []
+        for b, (chunk, s) in enumerate(zip(chunks, starts)):
+            ids += chunk
+            pos += list(range(s, s + len(chunk)))
+            slots += [tables[b][p // block_size] * block_size + p % block_size
+                      for p in range(s, s + len(chunk))]
+        meta = build_attention_metadata([len(c) for c in chunks],
+                                        [s + len(c) for c, s in zip(chunks, starts)],
+                                        tables, slots, block_size, torch.device("cpu"))
+        logits = model(torch.tensor(ids), torch.tensor(pos), caches, meta,
+                       torch.arange(len(ids)), backend)
+        return logits.split([len(c) for c in chunks])
+
+    per_seq = [[x] for x in step(prompts, [0] * len(prompts))]
+    for i in range(max(len(c) for c in continuations)):
+        outs = step([[c[i]] for c in continuations], [len(p) + i for p in prompts])
+        for b, out in enumerate(outs):
+            per_seq[b].append(out)
+    return [torch.cat(x) for x in per_seq]
+
+
+def hf_logits(hf_model, prompts, continuations):
+    with torch.inference_mode():
+        return [hf_model(torch.tensor([p + c])).logits[0, :-1].float()
+                for p, c in zip(prompts, continuations)]
+
+
+def max_diff(model, hf_model, prompts, continuations, backend):
+    ours = run_flat(model, prompts, continuations, backend)
+    ref = hf_logits(hf_model, prompts, continuations)
+    # ours has len(p) + len(c) rows; the last decode predicts past the reference
+    return max((o[:-1] - r).abs().max().item() for o, r in zip(ours, ref))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("heads,kv_heads,hidden", [
+    (4, 4, 128),    # GQA ratio 1 (plain multi-head), head dim 32
+    (6, 2, 192),    # ratio 3, head dim 32
+    (8, 2, 256),    # ratio 4, head dim 32
+    (4, 1, 256),    # ratio 4, head dim 64
+    (3, 3, 192),    # ratio 1, head dim 64
+    (6, 2, 384),    # ratio 3, head dim 64
+])
+@pytest.mark.parametrize("backend", [TorchAttention(), PerSequenceAttention()],
+                         ids=["torch", "reference"])
+def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, backend):
+    hf = build_tiny_llama(seed=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                          hidden_size=hidden)
+    model = LlamaModel.from_hf(hf)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
+    conts = [torch.randint(0, 256, (16,), generator=g).tolist() for _ in prompts]
+    assert max_diff(model, hf, prompts, conts, backend) <= TOL
+
+
+@pytest.mark.unit
+def test_untied_embeddings_and_biases_are_used():
+    hf = build_tiny_llama(seed=5, tie_word_embeddings=False, attention_bias=True)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            layer.self_attn.q_proj.bias.normal_(0, 0.5)
+    model = LlamaModel.from_hf(hf)
+    assert not model.tied
+    prompts, conts = [[1, 2, 3, 4, 5], [9, 8]], [[7, 7, 7], [3, 2, 1]]
+    assert max_diff(model, hf, prompts, conts, TorchAttention()) <= TOL
+
+
+@pytest.mark.unit
+def test_flat_batch_differs_if_positions_are_wrong():
+    """The oracle can fail: shifting RoPE positions by one breaks the match."""
+    hf = build_tiny_llama(seed=0)
+    model = LlamaModel.from_hf(hf)
+    model.rope.cos = torch.roll(model.rope.cos, 1, dims=0)
+    model.rope.sin = torch.roll(model.rope.sin, 1, dims=0)
+    assert max_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], TorchAttention()) > 1e-2
+
+
+@pytest.mark.model
+def test_smollm2_logits_match_transformers(smollm2):
+    hf, tokenizer = smollm2
+    model = LlamaModel.from_hf(hf)
+    texts = ["Hi", "The capital of France is", "Explain why the sky is blue in one sentence.",
+             "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"]
+    prompts = [tokenizer(t).input_ids for t in texts]
+    assert len({len(p) for p in prompts}) == 4
+    g = torch.Generator().manual_seed(0)
+    conts = [torch.randint(0, hf.config.vocab_size, (16,), generator=g).tolist() for _ in prompts]
+    diff = max_diff(model, hf, prompts, conts, TorchAttention())
+    print(f"max |logit diff| over prefill + 16 decode steps: {diff:.2e}")
+    assert diff <= TOL
