@@ -23,8 +23,14 @@ calling a Triton kernel raises a ``RuntimeError`` explaining why.
 from __future__ import annotations
 
 import os
+import sys
 
 import torch
+
+# Was triton imported by someone else (e.g. transformers' model code) before the
+# interpreter was switched on? Then triton.language's own @jit helpers were built for a
+# GPU and the interpreter cannot call them: say so instead of failing deep inside.
+_TRITON_IMPORTED_TOO_EARLY = "triton" in sys.modules and not os.environ.get("TRITON_INTERPRET")
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -42,6 +48,12 @@ except ImportError as error:  # e.g. macOS / Windows: no triton wheel
     _TRITON_IMPORT_ERROR: ImportError | None = error
 else:
     _TRITON_IMPORT_ERROR = None
+
+if _TRITON_IMPORT_ERROR is None and _TRITON_IMPORTED_TOO_EARLY and not torch.cuda.is_available():
+    _TRITON_IMPORT_ERROR = ImportError(
+        "triton was imported before TRITON_INTERPRET=1 was set, so the CPU interpreter "
+        "cannot run; import minillm or kernels before transformers (minillm sets it), "
+        "or export TRITON_INTERPRET=1 before starting Python")
 
 if _TRITON_IMPORT_ERROR is None:
     from .paged_decode import paged_decode_attention  # noqa: E402

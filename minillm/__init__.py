@@ -6,8 +6,17 @@ so a script moves to vLLM by changing one import. See DESIGN.md §2 for the data
     LLM.generate → LLMEngine.step → Scheduler.schedule → Runner.execute → update → Trace
 """
 
-from minillm.sampling_params import SamplingParams
-from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput
+import os as _os
+
+import torch as _torch
+
+if not _torch.cuda.is_available():
+    # Triton's CPU interpreter must be on before anything imports triton (transformers'
+    # model code does); see kernels/__init__.py. It only matters for the triton backend.
+    _os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from minillm.sampling_params import SamplingParams  # noqa: E402
+from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput  # noqa: E402
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "CompletionOutput",
            "RequestMetrics", "Trace"]

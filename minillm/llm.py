@@ -67,6 +67,8 @@ class LLM:
                  dtype: torch.dtype | None = None, tokenizer=None):
         if scheduling not in SCHEDULERS:
             raise ValueError(f"scheduling must be one of {tuple(SCHEDULERS)}, got {scheduling!r}")
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         self.device = resolve_device(device)
         backend_name = resolve_backend(attention_backend, self.device)
         backend = make_attention_backend(backend_name)      # fails early on a bad name
@@ -126,7 +128,13 @@ class LLM:
     def generate(self, prompts, sampling_params=None, use_tqdm: bool = True,
                  priority: list[int] | None = None):
         """Run prompts to completion; RequestOutputs come back in input order."""
-        prompts = [prompts] if isinstance(prompts, (str, dict)) else list(prompts)
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        elif isinstance(prompts, (list, tuple)):
+            prompts = list(prompts)
+        else:
+            raise TypeError("prompts must be a str, a {'prompt_token_ids': [...]} dict, or a "
+                            f"list of them; got {type(prompts).__name__}")
         if not prompts:
             raise ValueError("generate() needs at least one prompt")
         params = self._params_list(sampling_params, len(prompts))
