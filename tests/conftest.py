@@ -36,3 +36,19 @@ def tiny_hf():
 def _deterministic_torch():
     torch.manual_seed(0)
     yield
+
+
+def pytest_addoption(parser):
+    parser.addoption("--exercises-from", choices=("exercises", "solutions"), default=None,
+                     help="grade the exercise tests against the learner's stubs or the "
+                          "solutions (default: solutions in the suite; the grading "
+                          "command sets exercises)")
+
+
+def pytest_configure(config):
+    from minillm.grading import TARGET_ENV
+    chosen = config.getoption("--exercises-from")
+    if chosen:
+        os.environ[TARGET_ENV] = chosen
+    else:
+        os.environ.setdefault(TARGET_ENV, "solutions")

@@ -1,0 +1,182 @@
+"""Autograding for the exercises: one table per lesson, one summary per class.
+
+Every lesson with an exercise has a stub module `exercises/exNN_<topic>.py` (you edit
+it) and a graded answer `solutions/exNN_<topic>.py`. The tests in
+`tests/exercises/test_exNN_<topic>.py` import whichever one is being graded, so the
+very same tests grade a learner's work and prove the solutions right. Each test is
+one **task**.
+
+    python -m minillm.grading 02                 # grade lesson 02's exercise, print a table
+    python -m minillm.grading --all --out grades.csv   # every lesson → CSV (or .json)
+    python -m minillm.grading 02 --target solutions    # check the answer key instead
+
+In a notebook, the "Your turn" check cell calls `check("02")`.
+
+Tests run in a fresh Python process (pytest), so an edited exercise is always
+re-imported, and a runaway loop in a learner's code hits a timeout instead of hanging
+the notebook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXERCISE_TESTS = REPO_ROOT / "tests" / "exercises"
+TARGETS = ("exercises", "solutions")
+TARGET_ENV = "MINILLM_EXERCISES_FROM"
+
+
+@dataclass
+class TaskResult:
+    lesson: str
+    task: str
+    passed: bool
+    message: str = ""
+
+
+def exercise_target() -> str:
+    """Which package the exercise tests import: 'exercises' (default) or 'solutions'."""
+    target = os.environ.get(TARGET_ENV, "exercises")
+    if target not in TARGETS:
+        raise ValueError(f"{TARGET_ENV} must be one of {TARGETS}, got {target!r}")
+    return target
+
+
+def load_exercise(module_name: str):
+    """Import `exercises.<module_name>` or `solutions.<module_name>` (see exercise_target)."""
+    import importlib
+    return importlib.import_module(f"{exercise_target()}.{module_name}")
+
+
+def exercise_test_file(lesson: str) -> Path:
+    """tests/exercises/test_exNN_*.py for lesson 'NN' (or 'exNN', or 'NN_topic')."""
+    number = lesson.removeprefix("ex")[:2].zfill(2)
+    matches = sorted(EXERCISE_TESTS.glob(f"test_ex{number}_*.py"))
+    if not matches:
+        known = ", ".join(lessons_with_exercises()) or "none yet"
+        raise ValueError(f"lesson {lesson!r} has no exercise tests; lessons with exercises: {known}")
+    return matches[0]
+
+
+def lessons_with_exercises() -> list[str]:
+    return sorted(p.name[len("test_ex"):len("test_ex") + 2] for p in EXERCISE_TESTS.glob("test_ex*_*.py"))
+
+
+def grade(lesson: str, target: str = "exercises", timeout: float = 600) -> list[TaskResult]:
+    """Run one lesson's exercise tests against `target`; one TaskResult per test."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    test_file = exercise_test_file(lesson)
+    number = test_file.name[len("test_ex"):len("test_ex") + 2]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.xml"
+        env = {**os.environ, TARGET_ENV: target, "HF_HUB_OFFLINE": "1"}
+        cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
+               f"--junitxml={report}", "-o", "junit_family=xunit1"]
+        try:
+            subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return [TaskResult(number, "(all)", False, f"timed out after {timeout:.0f} s")]
+        if not report.exists():
+            return [TaskResult(number, "(all)", False, "the tests could not be collected")]
+        return _parse_junit(report, number)
+
+
+def _parse_junit(report: Path, lesson: str) -> list[TaskResult]:
+    results = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        task = case.get("name", "?").removeprefix("test_")
+        problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if problem is None:
+            results.append(TaskResult(lesson, task, True))
+        else:
+            message = (problem.get("message") or problem.tag).strip().splitlines()
+            results.append(TaskResult(lesson, task, False, message[0][:160] if message else ""))
+    if not results:
+        results.append(TaskResult(lesson, "(all)", False, "no tests ran: check the exercise imports"))
+    return results
+
+
+def format_table(results: list[TaskResult]) -> str:
+    width = max(len(r.task) for r in results)
+    lines = [f"{'task'.ljust(width)}  result  note", f"{'-' * width}  ------  ----"]
+    for r in results:
+        lines.append(f"{r.task.ljust(width)}  {'PASS' if r.passed else 'FAIL':6}  {r.message}")
+    passed = sum(r.passed for r in results)
+    lines.append(f"{passed}/{len(results)} tasks pass")
+    return "\n".join(lines)
+
+
+def check(lesson: str, target: str | None = None) -> list[TaskResult]:
+    """Notebook check cell: grade and show the per-task table."""
+    results = grade(lesson, target or exercise_target())
+    try:
+        from IPython.display import HTML, display
+        rows = "".join(
+            f"<tr><td>{r.task}</td><td style='color:{'#1a7f37' if r.passed else '#cf222e'}'>"
+            f"<b>{'PASS' if r.passed else 'FAIL'}</b></td><td><code>{_html(r.message)}</code></td></tr>"
+            for r in results)
+        passed = sum(r.passed for r in results)
+        display(HTML(f"<table><tr><th>task</th><th>result</th><th>note</th></tr>{rows}</table>"
+                     f"<p><b>{passed}/{len(results)}</b> tasks pass</p>"))
+    except ImportError:
+        print(format_table(results))
+    return results
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_summary(results: list[TaskResult], path: str | Path) -> None:
+    """CSV or JSON (by extension) with one row per (lesson, task)."""
+    path = Path(path)
+    rows = [asdict(r) for r in results]
+    if path.suffix == ".json":
+        path.write_text(json.dumps(rows, indent=2))
+        return
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["lesson", "task", "passed", "message"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m minillm.grading", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("lesson", nargs="?", help="lesson number, e.g. 02")
+    parser.add_argument("--all", action="store_true", help="grade every lesson")
+    parser.add_argument("--target", choices=TARGETS, default="exercises")
+    parser.add_argument("--out", help="summary file (.csv or .json), with --all")
+    args = parser.parse_args(argv)
+    if not args.all and not args.lesson:
+        parser.error("give a lesson number, or --all")
+    lessons = lessons_with_exercises() if args.all else [args.lesson]
+    everything = []
+    for lesson in lessons:
+        try:
+            results = grade(lesson, args.target)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"\nlesson {lesson} ({args.target})\n{format_table(results)}")
+        everything.extend(results)
+    if args.out:
+        write_summary(everything, args.out)
+        print(f"\nsummary written to {args.out}")
+    return 0 if all(r.passed for r in everything) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
