@@ -1,0 +1,267 @@
+"""A runner without a model: a cost model decides how long each step takes.
+
+The scheduler never looks inside the forward pass — it only needs to know, after each
+step, which sequences produced which token and what time it is. So we can replace the
+model with two small rules and keep *every other part of the engine real* (the
+schedulers, the block manager, preemption, the Trace):
+
+1. **time**: a step costs `CostModel.step_time(plan)` seconds on a simulated clock —
+   a linear model of what the step computes;
+2. **tokens**: each sequence that samples gets a filler token, and the EOS token
+   exactly when it reaches the output length its workload drew for it. The engine
+   still stops it the normal way (EOS → "stop"), and `max_tokens` stays only a cap,
+   so the contiguous reservation of static batching wastes as much memory as it
+   would with a real model.
+
+The simulated forward costs next to nothing; what remains is the engine's own Python
+(scheduling, bookkeeping, the Trace), ~10–20 µs per generated token on a laptop-class
+core. 1000 classification requests simulate in ~0.1 s, 1000 "chat" requests (~60k
+tokens) in ~1 s — fast enough for widgets at slider speed and for property tests that
+run many schedules.
+
+The cost model: one step of a decoder-only model costs roughly
+
+    step_time = step_overhead                       launch + Python + reading the weights once
+              + per_prefill_token  · prefill tokens   each prompt token: the full matmul work
+              + per_decode_seq     · decode rows      each decode row: matmuls + its logits row
+              + per_context_token  · attention pairs  each (query, cached key) pair attention reads
+
+where a row running `n` new tokens after `s` cached ones reads `n·s + n(n+1)/2` (query,
+key) pairs (causal: token i sees s + i keys); for a decode row that is simply its context
+length. Decode is memory-bound: the overhead term (reading all weights) dominates and a
+bigger batch shares it — which is *why* batching pays (lesson 01).
+
+`calibrate(trace)` fits the four numbers to a Trace recorded on the real model, so the
+simulator can be re-tuned to whatever machine a learner has.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minillm.model_runner import Runner
+from minillm.scheduler import SchedulerOutput
+from minillm.trace import StepRecord, Trace
+
+FEATURES = ("step_overhead", "per_prefill_token", "per_decode_seq", "per_context_token")
+
+
+def attention_pairs(num_new_tokens: int, num_cached: int) -> int:
+    """(query, key) pairs causal attention computes for `n` new tokens after `s` cached."""
+    n, s = num_new_tokens, num_cached
+    return n * s + n * (n + 1) // 2
+
+
+def plan_features(plan: SchedulerOutput) -> tuple[int, int, int, int]:
+    """(1, prefill tokens, decode rows, attention pairs) of a plan, before it runs."""
+    prefill = decode = pairs = 0
+    for row in plan.scheduled:
+        if row.is_decode:
+            decode += 1
+        else:
+            prefill += row.num_new_tokens
+        pairs += attention_pairs(row.num_new_tokens, row.seq.num_computed_tokens)
+    return 1, prefill, decode, pairs
+
+
+def step_features(step: StepRecord) -> tuple[int, int, int, int]:
+    """The same features read back from a Trace row (context_len is *after* the step)."""
+    prefill = decode = pairs = 0
+    for e in step.scheduled:
+        n = e.num_prefill_tokens + e.num_decode_tokens
+        prefill += e.num_prefill_tokens
+        decode += e.num_decode_tokens          # a decode row runs exactly one token
+        pairs += attention_pairs(n, e.context_len - n)
+    return 1, prefill, decode, pairs
+
+
+@dataclass
+class CostModel:
+    """Seconds per unit of work; see the module docstring for the formula.
+
+    The defaults approximate SmolLM2-135M in fp32 on a 2-core CPU, from the decode
+    timings in `shared/notes/model-and-peers.md` (transformers, 128 tokens of
+    context): 37 ms at batch 1, 71 ms at 16, 103 ms at 32, 178 ms at 64. A straight
+    line through the batch 16–64 points gives ≈ 34 ms of fixed cost plus ≈ 2.2 ms per
+    decode row; we split the per-row cost into 2.0 ms per row + 2 µs per context
+    token (128 tokens ≈ 0.26 ms), which reproduces 37 / 71 / 106 / 178 ms. (Batches of
+    2–8 measured ≈ 57 ms — the BLAS library switches kernels — which no straight line
+    captures.) The prefill cost per prompt token (1.5 ms) is an estimate: the same
+    matmuls as a decode row, done in bulk, without the logits row. Run `calibrate` on a
+    Trace of your own machine to replace all four.
+
+    For comparison, `calibrate` on one Trace of minillm's own engine (SmolLM2, fp32,
+    chunked prefill with a 128-token budget, the 2 cores shared with other work) gave
+    92 ms + 1.6 ms per prefill token + 2.3 ms per decode row + 3.9 µs per context
+    token (R² 0.98 on 59 of 64 steps): the same shape, with more fixed cost per step.
+    """
+
+    step_overhead: float = 0.035
+    per_prefill_token: float = 0.0015
+    per_decode_seq: float = 0.0020
+    per_context_token: float = 2e-6
+    fit: dict | None = field(default=None, compare=False, repr=False)  # set by calibrate
+
+    def __post_init__(self) -> None:
+        for name in FEATURES:
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {value!r}")
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The four costs as an array [4], in FEATURES order."""
+        return np.array([getattr(self, name) for name in FEATURES])
+
+    def time_of(self, features) -> float:
+        """Seconds for a step with these (1, prefill, decode, pairs) features."""
+        return (self.step_overhead * features[0] + self.per_prefill_token * features[1]
+                + self.per_decode_seq * features[2] + self.per_context_token * features[3])
+
+    def step_time(self, plan: SchedulerOutput) -> float:
+        """Seconds the simulated step takes (0 for an empty plan)."""
+        return self.time_of(plan_features(plan)) if plan.scheduled else 0.0
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in FEATURES}
+
+
+DEFAULT_COST_MODEL = CostModel()
+
+
+class SimRunner(Runner):
+    """The engine's runner, simulated: a clock that jumps, and tokens from the workload.
+
+    `output_lens[request_id]` is how many tokens that request generates before EOS;
+    a request the runner does not know runs until its `max_tokens` (or stop rule).
+    """
+
+    def __init__(self, cost_model: CostModel | None = None, eos_token_id: int | None = 2,
+                 vocab_size: int = 49152, output_lens: dict[str, int] | None = None):
+        if vocab_size < 2:
+            raise ValueError("vocab_size must be >= 2: the simulator needs EOS and a filler token")
+        self.cost_model = DEFAULT_COST_MODEL if cost_model is None else cost_model
+        self.eos_token_id = eos_token_id
+        # any token that is not EOS will do: the simulator never looks at token values
+        self.filler_token_id = 0 if eos_token_id != 0 else 1
+        self.output_lens: dict[str, int] = dict(output_lens or {})
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ the clock
+    def now(self) -> float:
+        return self._now
+
+    def wait_until(self, t: float) -> None:
+        """Nothing to do until `t`: a simulated clock simply jumps there."""
+        self._now = max(self._now, t)
+
+    def reset_clock(self) -> None:
+        self._now = 0.0
+
+    # ------------------------------------------------------------------ one step
+    def execute(self, plan: SchedulerOutput) -> list[int | None]:
+        """Advance the clock by the step's cost; one token per sampling row, else None."""
+        self._now += self.cost_model.step_time(plan)
+        return [self._next_token(row.seq) if row.samples else None for row in plan.scheduled]
+
+    def _next_token(self, seq) -> int:
+        """EOS if this token is the request's last one (by the workload), filler otherwise."""
+        target = self.output_lens.get(seq.request_id)
+        if target is not None and self.eos_token_id is not None \
+                and seq.num_output_tokens + 1 >= target:
+            return self.eos_token_id
+        return self.filler_token_id
+
+
+# ---------------------------------------------------------------------- calibration
+
+def trace_design(trace: Trace, skip_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Features X [S, 4] and measured durations y [S] of a Trace's steps."""
+    steps = trace.steps[skip_steps:]
+    X = np.array([step_features(s) for s in steps], dtype=float).reshape(-1, len(FEATURES))
+    y = np.array([s.duration for s in steps], dtype=float)
+    return X, y
+
+
+def nonnegative_lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin ||X c − y||² subject to c >= 0, for a handful of columns.
+
+    The constrained optimum is an ordinary least-squares fit on *some* subset of the
+    columns (the others pinned at 0). With 4 columns there are only 16 subsets, so we
+    try them all and keep the best fit whose coefficients are all >= 0 — exact, and
+    much shorter than the classic active-set algorithm (Lawson–Hanson).
+    """
+    n_features = X.shape[1]
+    scale = np.abs(X).max(axis=0)
+    scale[scale == 0] = 1.0
+    Xs = X / scale                                   # [S, F], columns of similar size
+    best, best_err = np.zeros(n_features), float(np.sum(y ** 2))
+    for k in range(1, n_features + 1):
+        for cols in itertools.combinations(range(n_features), k):
+            coef, *_ = np.linalg.lstsq(Xs[:, cols], y, rcond=None)
+            if np.any(coef < 0):
+                continue
+            full = np.zeros(n_features)
+            full[list(cols)] = coef
+            err = float(np.sum((Xs @ full - y) ** 2))
+            if err < best_err - 1e-15 * max(best_err, 1.0):
+                best, best_err = full, err
+    return best / scale
+
+
+def fit_quality(cost_model: CostModel, trace: Trace, skip_steps: int = 0) -> dict:
+    """How well `cost_model` predicts a Trace's step durations.
+
+    r2: 1 − residual variance / variance of the durations (1 = perfect);
+    mean_rel_error: mean of |predicted − measured| / measured over the steps.
+    """
+    X, y = trace_design(trace, skip_steps)
+    pred = X @ cost_model.coefficients                        # [S]
+    ss_res = float(np.sum((pred - y) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2)) if len(y) else 0.0
+    positive = y > 0
+    rel = np.abs(pred[positive] - y[positive]) / y[positive]
+    return {"r2": 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+            "mean_rel_error": float(rel.mean()) if rel.size else float("nan"),
+            "num_steps": int(len(y))}
+
+
+def calibrate(trace: Trace, skip_steps: int = 0, outlier_factor: float | None = 5.0,
+              max_rounds: int = 5) -> CostModel:
+    """Fit a CostModel to a Trace's measured step durations (non-negative least squares).
+
+    `skip_steps` drops the first steps (warm-up on a real machine). On a shared CPU a
+    few steps take many times longer than they should (another program ran); least
+    squares would bend the whole line towards them. So after each fit, steps whose
+    residual exceeds `outlier_factor` × the median absolute residual are set aside and
+    the fit is redone, until nothing changes (at most `max_rounds`; None: no
+    outlier removal). The result's `.fit` holds `fit_quality` on the kept steps plus
+    `num_outliers`.
+
+    Give it a varied trace — prefills and decodes of different sizes — or some costs
+    cannot be told apart (with every step a 16-row decode, overhead and per-row cost
+    are one number).
+    """
+    X, y = trace_design(trace, skip_steps)
+    if len(y) == 0:
+        raise ValueError("the trace has no steps to calibrate on")
+    keep = np.ones(len(y), dtype=bool)                   # [S] steps used in the fit
+    for _ in range(max_rounds):
+        coef = nonnegative_lstsq(X[keep], y[keep])
+        if outlier_factor is None:
+            break
+        residual = np.abs(X @ coef - y)                  # [S]
+        floor = 1e-9 * float(np.median(y))               # an exact fit has residual ~0
+        new_keep = residual <= outlier_factor * max(float(np.median(residual[keep])), floor)
+        if (new_keep == keep).all() or new_keep.sum() < len(FEATURES):
+            break
+        keep = new_keep
+    coef = nonnegative_lstsq(X[keep], y[keep])           # final fit on the kept steps
+    model = CostModel(*(float(c) for c in coef))
+    kept_steps = [s for s, k in zip(trace.steps[skip_steps:], keep) if k]
+    kept = Trace(config=trace.config, steps=kept_steps)
+    model.fit = {**fit_quality(model, kept), "num_outliers": int((~keep).sum())}
+    return model

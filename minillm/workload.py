@@ -1,0 +1,286 @@
+"""Seeded workloads: who asks for how many tokens, and when.
+
+A benchmark is only as honest as its workload. Serving systems differ most on
+*uneven* work: a batch of equal requests makes static batching look as good as
+continuous batching, while a realistic mix of short and very long answers shows an
+order-of-magnitude gap. So every experiment in the course draws its requests from an
+explicit, seeded length distribution and arrival process defined here.
+
+A request is described by a `RequestSpec`:
+
+    prompt_len   tokens in the prompt (the prefill work)
+    output_len   how many tokens the model *will* generate before it emits EOS —
+                 the engine does not know this in advance, the workload does
+    max_tokens   the cap the client sends (`SamplingParams.max_tokens`, >= output_len);
+                 a contiguous (static) reservation must hold prompt + max_tokens, so
+                 the gap max_tokens − output_len is memory reserved for nothing
+    arrival_time seconds since the start of the run
+    priority     lower value = served first under the "priority" policy
+
+Lengths come from a `LengthDist` — fixed, uniform, lognormal, capped exponential or
+Pareto — always rounded to integers in [1, cap]. Arrivals are a "burst" (everyone at
+t = 0, the offline / batch-job case) or "poisson" (independent exponential gaps at
+`rate` requests per second, the usual model of many independent users).
+
+Everything is drawn from numpy's `default_rng`, one independent stream per quantity
+(prompt lengths, output lengths, arrival gaps, priorities), so the same seed always
+gives the same workload, and changing, say, the output distribution leaves the prompt
+lengths and arrival times exactly as they were.
+
+Public API::
+
+    RequestSpec(request_id, prompt_len, output_len, max_tokens, arrival_time=0.0, priority=0)
+    LengthDist(kind, **params)      kinds: fixed, uniform, lognormal, exponential, pareto
+    fixed(value) / uniform(low, high) / lognormal(median, sigma, cap)
+    exponential(mean, cap) / pareto(minimum, alpha, cap)        -> LengthDist
+    make_workload(num_requests, prompt_dist, output_dist, arrival="burst", rate=None,
+                  max_tokens=None, seed=0, priorities=None) -> list[RequestSpec]
+    PRESETS, preset_workload(name, num_requests, **make_workload_kwargs)
+    seed_example(prompt_len=8, max_tokens=None) -> list[RequestSpec]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+ARRIVALS = ("burst", "poisson")
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of a workload (see the module docstring for each field)."""
+
+    request_id: str
+    prompt_len: int
+    output_len: int
+    max_tokens: int
+    arrival_time: float = 0.0
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_len", "output_len", "max_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.max_tokens < self.output_len:
+            raise ValueError(f"max_tokens ({self.max_tokens}) must be >= output_len "
+                             f"({self.output_len}): the cap cannot cut the answer short "
+                             "here; clip output_len instead")
+        if self.arrival_time < 0:
+            raise ValueError(f"arrival_time must be >= 0, got {self.arrival_time}")
+
+
+# ---------------------------------------------------------------------- lengths
+
+# kind -> the parameters it needs (besides `cap`, which every kind has)
+_KIND_PARAMS = {
+    "fixed": ("value",),
+    "uniform": ("low", "high"),
+    "lognormal": ("median", "sigma"),
+    "exponential": ("mean",),
+    "pareto": ("minimum", "alpha"),
+}
+
+
+class LengthDist:
+    """A distribution of token counts: integers in [1, cap].
+
+    `LengthDist("lognormal", median=100, sigma=1.0, cap=2048)` — the parameters by kind:
+
+    * fixed(value): always `value` (cap defaults to value);
+    * uniform(low, high): every integer in [low, high] equally likely (cap = high);
+    * lognormal(median, sigma, cap): exp(N(ln median, sigma²)); the mean is
+      median · exp(sigma²/2), so sigma = 1 already puts the mean 65% above the median
+      — the long right tail real chat lengths have;
+    * exponential(mean, cap): memoryless, many short and a few long;
+    * pareto(minimum, alpha, cap): power-law tail P(X > x) = (minimum/x)^alpha; the
+      smaller alpha, the heavier the tail (alpha <= 1: the uncapped mean is infinite,
+      which is why every distribution here has a cap).
+
+    Continuous draws are rounded to the nearest integer, then clipped to [1, cap].
+    """
+
+    def __init__(self, kind: str, **params):
+        if kind not in _KIND_PARAMS:
+            raise ValueError(f"kind must be one of {tuple(_KIND_PARAMS)}, got {kind!r}")
+        if kind == "fixed":
+            params.setdefault("cap", params.get("value"))
+        if kind == "uniform":
+            params.setdefault("cap", params.get("high"))
+        expected = set(_KIND_PARAMS[kind]) | {"cap"}
+        if set(params) != expected:
+            raise ValueError(f"LengthDist({kind!r}) takes exactly {sorted(expected)}, "
+                             f"got {sorted(params)}")
+        self.kind = kind
+        self.params = params
+        self._validate()
+
+    @property
+    def cap(self) -> int:
+        return self.params["cap"]
+
+    def _validate(self) -> None:
+        p = self.params
+        if isinstance(p["cap"], bool) or not isinstance(p["cap"], int) or p["cap"] < 1:
+            raise ValueError(f"cap must be an int >= 1, got {p['cap']!r}")
+        positive = [k for k in _KIND_PARAMS[self.kind] if k != "sigma"]
+        for name in positive:
+            if not p[name] > 0:
+                raise ValueError(f"{self.kind}: {name} must be > 0, got {p[name]!r}")
+        if self.kind == "lognormal" and not p["sigma"] >= 0:
+            raise ValueError(f"lognormal: sigma must be >= 0, got {p['sigma']!r}")
+        if self.kind == "uniform" and p["low"] > p["high"]:
+            raise ValueError(f"uniform: low ({p['low']}) must be <= high ({p['high']})")
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` lengths as an int64 array [n], each in [1, cap]."""
+        p = self.params
+        if self.kind == "fixed":
+            raw = np.full(n, float(p["value"]))
+        elif self.kind == "uniform":
+            raw = rng.integers(p["low"], p["high"], size=n, endpoint=True).astype(float)
+        elif self.kind == "lognormal":
+            raw = rng.lognormal(np.log(p["median"]), p["sigma"], size=n)
+        elif self.kind == "exponential":
+            raw = rng.exponential(p["mean"], size=n)
+        else:  # pareto: numpy draws the Lomax form, shifted and scaled to start at minimum
+            raw = p["minimum"] * (1.0 + rng.pareto(p["alpha"], size=n))
+        return np.clip(np.rint(raw), 1, p["cap"]).astype(np.int64)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"LengthDist({self.kind!r}, {args})"
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, LengthDist):
+            return NotImplemented
+        return (self.kind, self.params) == (other.kind, other.params)
+
+
+def fixed(value: int) -> LengthDist:
+    return LengthDist("fixed", value=value)
+
+
+def uniform(low: int, high: int) -> LengthDist:
+    return LengthDist("uniform", low=low, high=high)
+
+
+def lognormal(median: float, sigma: float, cap: int) -> LengthDist:
+    return LengthDist("lognormal", median=median, sigma=sigma, cap=cap)
+
+
+def exponential(mean: float, cap: int) -> LengthDist:
+    return LengthDist("exponential", mean=mean, cap=cap)
+
+
+def pareto(minimum: float, alpha: float, cap: int) -> LengthDist:
+    return LengthDist("pareto", minimum=minimum, alpha=alpha, cap=cap)
+
+
+# ---------------------------------------------------------------------- arrivals
+
+def arrival_times(rng: np.random.Generator, n: int, arrival: str, rate: float | None) -> np.ndarray:
+    """Arrival times [n] in seconds, non-decreasing, the first at t = 0.
+
+    "poisson": gaps between consecutive requests are independent Exponential(1/rate)
+    draws — the arrival pattern of many users who do not coordinate.
+    """
+    if arrival == "burst":
+        return np.zeros(n)
+    if arrival != "poisson":
+        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
+    if rate is None or not rate > 0:
+        raise ValueError(f"arrival='poisson' needs rate > 0 (requests per second), got {rate!r}")
+    gaps = rng.exponential(1.0 / rate, size=n)                     # [n]
+    return np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else gaps
+
+
+# ---------------------------------------------------------------------- workloads
+
+def _resolve_max_tokens(max_tokens, output_lens: np.ndarray, output_dist: LengthDist):
+    """Apply the client's cap: returns (output_lens, max_tokens), both int arrays [n].
+
+    None         → every client sends the output distribution's cap (the usual
+                   "max_tokens=1024 just in case"): realistic reservation waste;
+    int          → every client sends this value; answers longer than it are cut;
+    "output_len" → each client magically knows its answer's length: no waste.
+    """
+    if max_tokens is None:
+        caps = np.full_like(output_lens, output_dist.cap)
+    elif max_tokens == "output_len":
+        caps = output_lens.copy()
+    elif isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1:
+        caps = np.full_like(output_lens, max_tokens)
+    else:
+        raise ValueError("max_tokens must be None, an int >= 1 or 'output_len', "
+                         f"got {max_tokens!r}")
+    return np.minimum(output_lens, caps), caps
+
+
+def make_workload(num_requests: int, prompt_dist: LengthDist, output_dist: LengthDist,
+                  arrival: str = "burst", rate: float | None = None,
+                  max_tokens: int | str | None = None, seed: int = 0,
+                  priorities: Sequence[int] | None = None) -> list[RequestSpec]:
+    """Draw `num_requests` requests; the same arguments always give the same list.
+
+    `priorities`: if given, each request gets one of these values, uniformly at random
+    (e.g. (0, 1) for "interactive" vs "batch"); otherwise every priority is 0.
+    """
+    if isinstance(num_requests, bool) or not isinstance(num_requests, int) or num_requests < 0:
+        raise ValueError(f"num_requests must be an int >= 0, got {num_requests!r}")
+    # one independent stream per quantity, derived from the one seed
+    prompt_rng, output_rng, arrival_rng, priority_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
+    prompt_lens = prompt_dist.sample(prompt_rng, num_requests)
+    output_lens, caps = _resolve_max_tokens(
+        max_tokens, output_dist.sample(output_rng, num_requests), output_dist)
+    arrivals = arrival_times(arrival_rng, num_requests, arrival, rate)
+    prios = (priority_rng.choice(np.asarray(priorities), size=num_requests)
+             if priorities else np.zeros(num_requests, dtype=np.int64))
+    return [RequestSpec(f"req-{i}", int(prompt_lens[i]), int(output_lens[i]), int(caps[i]),
+                        float(arrivals[i]), int(prios[i]))
+            for i in range(num_requests)]
+
+
+# Ready-made (prompt, output) length distributions.
+#
+# "sharegpt_like": the ShareGPT conversations (real ChatGPT chats) used by the vLLM
+# paper (Kwon et al., SOSP 2023, Fig. 11) and by vLLM's benchmark scripts have, roughly,
+# prompts of ~160 tokens and outputs of ~340 tokens on average, both with a long right
+# tail. A lognormal with sigma = 1 and medians 100 / 200 has means ≈ 165 / ≈ 330: close
+# enough to show the same effects, NOT a fit to the data set — approximate on purpose.
+# "chat": short-ish questions, answers whose lengths vary wildly (Pareto tail, alpha 1.2):
+# the case where iteration-level scheduling wins most.
+# "classification": medium prompts, answers of 1–3 tokens ("positive"/"negative"): almost
+# no length variance, so static batching wastes almost nothing.
+PRESETS: dict[str, tuple[LengthDist, LengthDist]] = {
+    "sharegpt_like": (lognormal(100, 1.0, cap=2048), lognormal(200, 1.0, cap=2048)),
+    "chat": (lognormal(64, 0.8, cap=1024), pareto(16, 1.2, cap=1024)),
+    "classification": (uniform(32, 256), uniform(1, 3)),
+}
+
+
+def preset_workload(name: str, num_requests: int, **kwargs) -> list[RequestSpec]:
+    """`make_workload` with one of the PRESETS' length distributions."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
+    prompt_dist, output_dist = PRESETS[name]
+    return make_workload(num_requests, prompt_dist, output_dist, **kwargs)
+
+
+SEED_OUTPUT_LENS = (30, 40, 50, 60, 700, 80, 90, 100)
+
+
+def seed_example(prompt_len: int = 8, max_tokens: int | None = None) -> list[RequestSpec]:
+    """The seed article's worked example: 8 requests, all at t = 0, one straggler.
+
+    Output lengths 30, 40, 50, 60, 700, 80, 90, 100. In a static batch of 8 slots the
+    batch lasts 700 iterations: 8 × 700 = 5600 slot-iterations, of which only
+    30 + 40 + … + 100 = 1150 produce a token — 79.5% of the slots sit idle.
+    `max_tokens=None` sends each request's exact output length as its cap.
+    """
+    return [RequestSpec(f"req-{i}", prompt_len, n, n if max_tokens is None else max(n, max_tokens))
+            for i, n in enumerate(SEED_OUTPUT_LENS)]
