@@ -55,6 +55,7 @@ class BlockAllocator:
         self.ref_counts = [0] * num_blocks
         self._free_heap = list(range(num_blocks))
         self._num_free = num_blocks
+        self.on_reuse = None      # called with a block id handed out for new tokens
 
     @property
     def num_free(self) -> int:
@@ -73,6 +74,7 @@ class BlockAllocator:
             block_id = heapq.heappop(self._free_heap)
             if self.ref_counts[block_id] == 0:
                 self._take(block_id)
+                self._reused(block_id)
                 return block_id
         raise RuntimeError("no free KV block: check num_free before allocating")
 
@@ -88,10 +90,17 @@ class BlockAllocator:
                     blocks = list(range(run_start, run_start + count))
                     for b in blocks:
                         self._take(b)
+                        self._reused(b)
                     return blocks
             else:
                 run_len = 0
         return None
+
+    def take(self, block_id: int) -> None:
+        """Take one specific free block, keeping its contents (a prefix-cache hit)."""
+        if self.ref_counts[block_id] != 0:
+            raise RuntimeError(f"block {block_id} is not free")
+        self._take(block_id)
 
     def share(self, block_id: int) -> None:
         """One more user of an allocated block (prefix caching)."""
@@ -116,15 +125,27 @@ class BlockAllocator:
         self.ref_counts[block_id] = 1
         self._num_free -= 1
 
+    def _reused(self, block_id: int) -> None:
+        if self.on_reuse is not None:
+            self.on_reuse(block_id)
+
 
 class KVCacheManager:
     """Gives sequences the blocks they need, paged or as a contiguous reservation."""
 
-    def __init__(self, num_blocks: int, block_size: int):
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False,
+                 num_swap_blocks: int = 0):
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         self.block_size = block_size
         self.allocator = BlockAllocator(num_blocks)
+        self.prefix_cache = None
+        if enable_prefix_caching:
+            from minillm.prefix_cache import PrefixCache
+            self.prefix_cache = PrefixCache(self.allocator, block_size)
+            self.allocator.on_reuse = self.prefix_cache.evict
+        # swap space: blocks in CPU memory that hold preempted sequences' K/V
+        self.swap_allocator = BlockAllocator(num_swap_blocks) if num_swap_blocks else None
 
     # ------------------------------------------------------------------ queries
     @property
@@ -159,17 +180,61 @@ class KVCacheManager:
             seq.block_table.append(self.allocator.allocate())
 
     # ------------------------------------------------------------------ contiguous
-    def reserve_contiguous(self, seq: Sequence) -> bool:
-        """Reserve one run of blocks for `prompt + max_tokens` (static batching).
+    def reserve_contiguous(self, seq: Sequence, num_tokens: int | None = None) -> bool:
+        """Reserve one run of blocks for `num_tokens` (default: prompt + max_tokens).
 
-        Returns False, taking nothing, when no free run is long enough.
+        Static batching reserves the worst case up front. Returns False, taking
+        nothing, when no free run is long enough.
         """
         assert not seq.block_table, "reservation happens once, at admission"
-        run = self.allocator.allocate_contiguous(cdiv(seq.max_total_tokens, self.block_size))
+        num_tokens = seq.max_total_tokens if num_tokens is None else num_tokens
+        run = self.allocator.allocate_contiguous(cdiv(num_tokens, self.block_size))
         if run is None:
             return False
         seq.block_table = run
         return True
+
+    # ------------------------------------------------------------------ prefix cache
+    def acquire_cached_prefix(self, seq: Sequence) -> int:
+        """Share cached blocks of `seq`'s prompt prefix; return the tokens they cover."""
+        if self.prefix_cache is None or seq.block_table or seq.num_computed_tokens:
+            return 0
+        return self.prefix_cache.acquire(seq)
+
+    def on_tokens_computed(self, seq: Sequence) -> None:
+        """After a step: register `seq`'s newly full blocks in the prefix cache."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.register(seq)
+
+    # ------------------------------------------------------------------ swap
+    def swap_out(self, seq: Sequence) -> list[tuple[int, int]] | None:
+        """Move `seq`'s computed blocks to swap space: [(device block, swap block)].
+
+        Returns None, changing nothing, when swap space is missing or too small.
+        """
+        used = cdiv(seq.num_computed_tokens, self.block_size)
+        swap = self.swap_allocator
+        if swap is None or used > swap.num_free:
+            return None
+        mapping = [(block, swap.allocate()) for block in seq.block_table[:used]]
+        self.free(seq)
+        seq.swap_table = [cpu for _, cpu in mapping]
+        return mapping
+
+    def swap_in(self, seq: Sequence) -> list[tuple[int, int]]:
+        """Bring a swapped sequence back: [(swap block, device block)]."""
+        assert not seq.block_table, "swap-in starts from an empty block table"
+        mapping = [(cpu, self.allocator.allocate()) for cpu in seq.swap_table]
+        for cpu in seq.swap_table:
+            self.swap_allocator.free(cpu)
+        seq.block_table = [gpu for _, gpu in mapping]
+        seq.swap_table = []
+        return mapping
+
+    def free_swapped(self, seq: Sequence) -> None:
+        for cpu in seq.swap_table:
+            self.swap_allocator.free(cpu)
+        seq.swap_table = []
 
     # ------------------------------------------------------------------ release
     def free(self, seq: Sequence) -> None:

@@ -18,6 +18,9 @@ One `schedule()` call, in order:
    the queue is never skipped (that would break FCFS). With chunked prefill
    (分块预填充, Sarathi-Serve) a prompt takes whatever budget is left and finishes
    in later steps. No one joins in a step that had to preempt: memory is short.
+   With prefix caching on, a newcomer first borrows the cached blocks of its prompt's
+   prefix (`prefix_cache.py`) and only the rest of the prompt is scheduled; a
+   swapped-out sequence gets its blocks copied back (`preemption_mode="swap"`).
 
 Prefill chunks and decodes run in the same forward (selective batching), so a
 long prompt never stops the decoders — it only shares the step with them.
@@ -26,7 +29,7 @@ long prompt never stops the decoders — it only shares the step with them.
 from __future__ import annotations
 
 from minillm.scheduler import Scheduler, SchedulerOutput, ScheduledSequence, scheduled_row
-from minillm.sequence import Sequence
+from minillm.sequence import Sequence, SequenceStatus
 
 
 class ContinuousScheduler(Scheduler):
@@ -37,6 +40,7 @@ class ContinuousScheduler(Scheduler):
         budget = self._schedule_running(out, now)
         if not out.preempted:
             self._admit_waiting(out, now, budget)
+        out.swap_out = self.take_swap_out()
         return out
 
     # ---------------------------------------------------------------- step 1
@@ -46,12 +50,12 @@ class ContinuousScheduler(Scheduler):
         # decodes first (in_prefill False sorts first), each group in policy order
         queue = sorted(self.running, key=lambda s: (s.in_prefill, self.order_key(s, now)))
         for seq in queue:
-            if seq not in self.running:                    # preempted earlier this step
+            if seq.status is not SequenceStatus.RUNNING:   # preempted earlier this step
                 continue
             budget = self.config.max_num_batched_tokens - _tokens(planned)
             num_new = min(seq.num_uncomputed_tokens, budget)
             if num_new == 0:
-                continue
+                break                                      # token budget used up
             if not self._make_room(seq, num_new, planned, out, now):
                 continue                                   # seq itself was preempted
             self.kv.allocate(seq, num_new)
@@ -74,23 +78,31 @@ class ContinuousScheduler(Scheduler):
 
     # ---------------------------------------------------------------- step 2
     def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+        if len(self.running) >= self.config.max_num_seqs or budget == 0 or not self.waiting:
+            return                                         # no room: skip sorting the queue
         for seq in self.ordered_waiting(now):
             if len(self.running) >= self.config.max_num_seqs or budget == 0:
                 break
+            cached = 0 if seq.is_swapped else self.kv.acquire_cached_prefix(seq)
             num_new = seq.num_uncomputed_tokens
             # a preempted sequence's recompute may exceed the budget: always chunk it
             may_chunk = self.config.enable_chunked_prefill or seq.num_preemptions > 0
             if may_chunk:
                 num_new = min(num_new, budget)
-            elif num_new > budget:
-                break                                      # head waits for a later step
-            if not self.kv.can_allocate(seq, num_new):
+            fits = num_new <= budget and self.kv.can_allocate(seq, num_new)
+            if not fits:                                   # head waits for a later step
+                if cached:
+                    self.kv.free(seq)                      # give the shared prefix back
+                    seq.num_computed_tokens = 0
                 break
+            if seq.first_scheduled_time is None:
+                seq.num_cached_tokens = cached
             self._start_running(seq, now)
+            if seq.is_swapped:
+                out.swap_in.extend(self.kv.swap_in(seq))
             self.kv.allocate(seq, num_new)
             out.scheduled.append(scheduled_row(seq, num_new))
             budget -= num_new
-
 
 def _tokens(planned: dict[int, ScheduledSequence]) -> int:
     return sum(row.num_new_tokens for row in planned.values())

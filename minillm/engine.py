@@ -154,6 +154,7 @@ class LLMEngine:
         for item, token in zip(plan.scheduled, tokens):
             seq = item.seq
             seq.num_computed_tokens += item.num_new_tokens
+            self.scheduler.kv.on_tokens_computed(seq)
             if token is None:
                 continue
             seq.append_token(token, now)
@@ -183,7 +184,8 @@ class LLMEngine:
             idle=[s.request_id for s in plan.idle], num_slots=plan.num_slots,
             num_waiting=len(self.scheduler.waiting) + len(self._pending),
             kv_blocks_used=kv.num_blocks - kv.num_free_blocks, kv_blocks_free=kv.num_free_blocks,
-            kv_tokens_held=sum(s.num_computed_tokens for s in holders if s.block_table)))
+            kv_tokens_held=sum(s.num_computed_tokens for s in holders if s.block_table),
+            num_swapped_out_blocks=len(plan.swap_out), num_swapped_in_blocks=len(plan.swap_in)))
 
     # ------------------------------------------------------------------ outputs
     def make_output(self, seq: Sequence) -> RequestOutput:
@@ -193,7 +195,7 @@ class LLMEngine:
         completion = CompletionOutput(0, text, list(seq.output_token_ids), seq.finish_reason)
         metrics = RequestMetrics(seq.arrival_time, seq.first_scheduled_time, seq.first_token_time,
                                  seq.finish_time, seq.num_output_tokens, seq.num_preemptions)
-        return RequestOutput(seq.request_id, seq.prompt, list(seq.prompt_token_ids),
+        return RequestOutput(seq.request_id, seq.prompt, seq.prompt_token_ids,
                              [completion], seq.is_finished, metrics)
 
 
@@ -204,4 +206,5 @@ def _request_record(seq: Sequence) -> RequestRecord:
         priority=seq.priority, output_len=seq.num_output_tokens,
         first_scheduled_time=seq.first_scheduled_time, first_token_time=seq.first_token_time,
         finish_time=seq.finish_time, token_times=list(seq.token_times),
-        num_preemptions=seq.num_preemptions, finish_reason=seq.finish_reason)
+        num_preemptions=seq.num_preemptions, finish_reason=seq.finish_reason,
+        num_cached_tokens=seq.num_cached_tokens)

@@ -73,7 +73,9 @@ class LLM:
                  kv_cache_memory: int = DEFAULT_KV_CACHE_BYTES,
                  enable_chunked_prefill: bool = False, attention_backend: str = "auto",
                  max_model_len: int | None = None, policy: str = "fcfs",
-                 aging_rate: float = 0.0, seed: int = 0, device=None,
+                 aging_rate: float = 0.0, enable_prefix_caching: bool = False,
+                 preemption_mode: str = "recompute", num_swap_blocks: int | None = None,
+                 seed: int = 0, device=None,
                  dtype: torch.dtype | None = None, tokenizer=None):
         scheduler_cls = resolve_scheduler(scheduling)
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
@@ -101,17 +103,27 @@ class LLM:
                                        max_num_batched_tokens=max_num_batched_tokens,
                                        max_model_len=max_model_len,
                                        enable_chunked_prefill=enable_chunked_prefill,
-                                       policy=policy, aging_rate=aging_rate)
+                                       policy=policy, aging_rate=aging_rate,
+                                       preemption_mode=preemption_mode)
+        if enable_prefix_caching and scheduler_cls is StaticScheduler:
+            raise ValueError("prefix caching shares paged blocks; static scheduling reserves "
+                             "contiguous ones: use scheduling='continuous'")
         kv_shape = (self.model.num_layers, self.model.num_kv_heads, self.model.head_dim)
         if num_kv_blocks is None:     # the budget, but no more than a full batch can use
             num_kv_blocks = min(num_blocks_for_budget(kv_cache_memory, block_size, *kv_shape, dtype),
                                 cdiv(max_num_seqs * max_model_len, block_size))
-        kv_manager = KVCacheManager(num_kv_blocks, block_size)     # validates both numbers
+        if num_swap_blocks is None:
+            num_swap_blocks = num_kv_blocks if preemption_mode == "swap" else 0
+        kv_manager = KVCacheManager(num_kv_blocks, block_size,      # validates both numbers
+                                    enable_prefix_caching=enable_prefix_caching,
+                                    num_swap_blocks=num_swap_blocks)
+        layer_shape = (self.model.num_kv_heads, self.model.head_dim, dtype)
         kv_caches = allocate_kv_cache(self.model.num_layers, num_kv_blocks, block_size,
-                                      self.model.num_kv_heads, self.model.head_dim,
-                                      dtype, self.device)
+                                      *layer_shape, self.device)
+        swap_caches = (allocate_kv_cache(self.model.num_layers, num_swap_blocks, block_size,
+                                         *layer_shape, "cpu") if num_swap_blocks else None)
         scheduler = scheduler_cls(sched_config, kv_manager)
-        runner = ModelRunner(self.model, kv_caches, block_size, backend, self.device)
+        runner = ModelRunner(self.model, kv_caches, block_size, backend, self.device, swap_caches)
         config = {"model": model if isinstance(model, (str, os.PathLike)) else "custom",
                   "scheduling": getattr(scheduler_cls, "name", scheduler_cls.__name__),
                   "policy": policy,
@@ -119,6 +131,8 @@ class LLM:
                   "max_num_batched_tokens": max_num_batched_tokens,
                   "block_size": block_size, "num_kv_blocks": num_kv_blocks,
                   "enable_chunked_prefill": enable_chunked_prefill,
+                  "enable_prefix_caching": enable_prefix_caching,
+                  "preemption_mode": preemption_mode,
                   "attention_backend": backend_name, "device": str(self.device),
                   "dtype": str(dtype).replace("torch.", ""), "max_model_len": max_model_len}
         self.llm_engine = LLMEngine(

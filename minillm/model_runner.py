@@ -61,9 +61,11 @@ class WallClock:
 
 
 class ModelRunner(Runner):
-    def __init__(self, model, kv_caches, block_size: int, backend, device: torch.device):
+    def __init__(self, model, kv_caches, block_size: int, backend, device: torch.device,
+                 swap_caches=None):
         self.model = model
         self.kv_caches = kv_caches
+        self.swap_caches = swap_caches or []       # per layer (K, V) in CPU memory
         self.block_size = block_size
         self.backend = backend
         self.device = torch.device(device)
@@ -80,6 +82,9 @@ class ModelRunner(Runner):
         self.clock = WallClock()
 
     def execute(self, plan: SchedulerOutput) -> list[int | None]:
+        # swap-outs first: this step may hand the freed blocks to someone else
+        self.copy_blocks(plan.swap_out, self.kv_caches, self.swap_caches)
+        self.copy_blocks(plan.swap_in, self.swap_caches, self.kv_caches)
         batch = self.build_batch(plan)
         logits = self.model(batch["input_ids"], batch["positions"], self.kv_caches,
                             batch["meta"], batch["logits_indices"], self.backend)  # [S, V]
@@ -92,6 +97,17 @@ class ModelRunner(Runner):
         for row, token in zip(sampling_rows, tokens):
             result[row] = token
         return result
+
+    @staticmethod
+    def copy_blocks(mapping: list[tuple[int, int]], source, target) -> None:
+        """Copy whole KV blocks between two caches, every layer: mapping [(src, dst)]."""
+        if not mapping:
+            return
+        for (src_k, src_v), (dst_k, dst_v) in zip(source, target):
+            src = torch.tensor([a for a, _ in mapping], device=src_k.device)
+            dst = torch.tensor([b for _, b in mapping], device=dst_k.device)
+            dst_k[dst] = src_k[src].to(dst_k.device)     # [n, block_size, Hkv, D]
+            dst_v[dst] = src_v[src].to(dst_v.device)
 
     def build_batch(self, plan: SchedulerOutput) -> dict:
         """Collect the flat batch as Python lists, then make each tensor once."""

@@ -37,6 +37,7 @@ from minillm.block_manager import KVCacheManager, cdiv
 from minillm.sequence import Sequence, SequenceStatus
 
 POLICIES = ("fcfs", "priority")
+PREEMPTION_MODES = ("recompute", "swap")
 
 
 @dataclass
@@ -47,6 +48,7 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = False
     policy: str = "fcfs"
     aging_rate: float = 0.0            # priority points gained per second of waiting
+    preemption_mode: str = "recompute"  # or "swap": park the victim's K/V in swap space
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
@@ -55,6 +57,9 @@ class SchedulerConfig:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.preemption_mode not in PREEMPTION_MODES:
+            raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, "
+                             f"got {self.preemption_mode!r}")
         if self.aging_rate < 0:
             raise ValueError(f"aging_rate must be >= 0, got {self.aging_rate}")
 
@@ -79,6 +84,8 @@ class SchedulerOutput:
     preempted: list[Sequence] = field(default_factory=list)
     idle: list[Sequence] = field(default_factory=list)   # static: finished rows kept
     num_slots: int = 0                                   # batch slots this step
+    swap_out: list[tuple[int, int]] = field(default_factory=list)  # (device, swap) blocks
+    swap_in: list[tuple[int, int]] = field(default_factory=list)   # (swap, device) blocks
 
     @property
     def num_batched_tokens(self) -> int:
@@ -100,6 +107,7 @@ class Scheduler(abc.ABC):
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self._next_order = 0
+        self._swap_out: list[tuple[int, int]] = []    # copies the runner must do this step
 
     # ---------------------------------------------------------------- admission
     def check_fits(self, seq: Sequence) -> None:
@@ -138,6 +146,8 @@ class Scheduler(abc.ABC):
                 if seq.request_id == request_id:
                     queue.remove(seq)
                     self.kv.free(seq)
+                    if seq.is_swapped:
+                        self.kv.free_swapped(seq)
                     seq.status = SequenceStatus.FINISHED
                     seq.finish_reason = "abort"
                     return seq
@@ -168,11 +178,29 @@ class Scheduler(abc.ABC):
         return sorted(self.waiting, key=lambda s: self.order_key(s, now))
 
     def preempt(self, seq: Sequence) -> None:
-        """Preemption by recompute: free the sequence's blocks and queue it again."""
+        """Take `seq` out of the batch and queue it again, freeing its KV blocks.
+
+        "recompute": forget its K/V; on return, prompt + generated tokens are prefilled
+        again. "swap": copy its K/V blocks to swap space (the runner does the copy this
+        step) and copy them back on return; falls back to recompute when swap space
+        is full.
+        """
         self.running.remove(seq)
+        if self.config.preemption_mode == "swap":
+            mapping = self.kv.swap_out(seq)
+            if mapping is not None:
+                self._swap_out.extend(mapping)
+                seq.mark_swapped_out()
+                self.waiting.append(seq)
+                return
         self.kv.free(seq)
         seq.reset_for_recompute()
         self.waiting.append(seq)
+
+    def take_swap_out(self) -> list[tuple[int, int]]:
+        """The swap-out copies decided so far this step (and forget them)."""
+        copies, self._swap_out = self._swap_out, []
+        return copies
 
     def _start_running(self, seq: Sequence, now: float) -> None:
         self.waiting.remove(seq)

@@ -31,7 +31,7 @@ class SequenceStatus(enum.Enum):
     FINISHED = "finished"    # done (stop, length or abort); its blocks are freed
 
 
-@dataclass
+@dataclass(eq=False)          # identity, not field-by-field: `seq in running` stays O(1) per item
 class Sequence:
     request_id: str
     prompt_token_ids: list[int]
@@ -45,6 +45,8 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     block_table: list[int] = field(default_factory=list)
+    swap_table: list[int] = field(default_factory=list)   # swap-space blocks while swapped out
+    num_cached_tokens: int = 0             # prompt tokens found in the prefix cache
     finish_reason: str | None = None       # "stop" | "length" | "abort"
     num_preemptions: int = 0
     admission_order: int = 0               # set by the scheduler: FCFS tie-breaker
@@ -95,6 +97,10 @@ class Sequence:
         return self.num_prompt_tokens + self.params.max_tokens
 
     @property
+    def is_swapped(self) -> bool:
+        return bool(self.swap_table)
+
+    @property
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
 
@@ -124,6 +130,11 @@ class Sequence:
         if self.num_tokens >= max_model_len:
             return "length"
         return None
+
+    def mark_swapped_out(self) -> None:
+        """Preemption by swapping: the K/V wait in swap space; nothing is recomputed."""
+        self.status = SequenceStatus.WAITING
+        self.num_preemptions += 1
 
     def reset_for_recompute(self) -> None:
         """Preemption by recompute: forget the cached K/V, keep the generated tokens.

@@ -35,7 +35,9 @@ def make_sim_engine(scheduling: str | type[Scheduler] = "continuous", *, max_num
                     num_kv_blocks: int | None = None,
                     kv_cache_memory: int = DEFAULT_KV_CACHE_BYTES,
                     enable_chunked_prefill: bool = False, policy: str = "fcfs",
-                    aging_rate: float = 0.0, cost_model: CostModel | None = None,
+                    aging_rate: float = 0.0, enable_prefix_caching: bool = False,
+                    preemption_mode: str = "recompute", num_swap_blocks: int | None = None,
+                    cost_model: CostModel | None = None,
                     max_model_len: int = 8192, vocab_size: int = 49152,
                     eos_token_id: int | None = 2, seed: int = 0) -> LLMEngine:
     """An LLMEngine driven by a SimRunner; defaults as `LLM` on SmolLM2-135M in fp32.
@@ -57,14 +59,21 @@ def make_sim_engine(scheduling: str | type[Scheduler] = "continuous", *, max_num
                                    max_num_batched_tokens=max_num_batched_tokens,
                                    max_model_len=max_model_len,
                                    enable_chunked_prefill=enable_chunked_prefill,
-                                   policy=policy, aging_rate=aging_rate)
-    scheduler = scheduler_cls(sched_config, KVCacheManager(num_kv_blocks, block_size))
+                                   policy=policy, aging_rate=aging_rate,
+                                   preemption_mode=preemption_mode)
+    if num_swap_blocks is None:
+        num_swap_blocks = num_kv_blocks if preemption_mode == "swap" else 0
+    kv = KVCacheManager(num_kv_blocks, block_size, enable_prefix_caching=enable_prefix_caching,
+                        num_swap_blocks=num_swap_blocks)
+    scheduler = scheduler_cls(sched_config, kv)
     runner = SimRunner(cost_model, eos_token_id=eos_token_id, vocab_size=vocab_size)
     config = {"model": "simulated", "runner": "sim",
               "scheduling": getattr(scheduler_cls, "name", scheduler_cls.__name__),
               "policy": policy, "aging_rate": aging_rate, "max_num_seqs": max_num_seqs,
               "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
               "num_kv_blocks": num_kv_blocks, "enable_chunked_prefill": enable_chunked_prefill,
+              "enable_prefix_caching": enable_prefix_caching,
+              "preemption_mode": preemption_mode,
               "max_model_len": max_model_len, "cost_model": runner.cost_model.to_dict()}
     return LLMEngine(runner, scheduler, vocab_size=vocab_size, max_model_len=max_model_len,
                      tokenizer=None, eos_token_id=eos_token_id, seed=seed, config=config)

@@ -44,7 +44,8 @@ class StaticScheduler(Scheduler):
         for seq in self.ordered_waiting(now):
             if len(self.batch) >= self.config.max_num_seqs:
                 break
-            if not self.kv.reserve_contiguous(seq):
+            worst_case = min(seq.max_total_tokens, self.config.max_model_len)
+            if not self.kv.reserve_contiguous(seq, worst_case):
                 break                       # FCFS: the head waits for the next batch
             self._start_running(seq, now)
             self.batch.append(seq)

@@ -36,6 +36,8 @@ class StepRecord:
     kv_blocks_used: int
     kv_blocks_free: int
     kv_tokens_held: int              # slots of used blocks that hold a token
+    num_swapped_out_blocks: int = 0  # blocks copied to swap space this step
+    num_swapped_in_blocks: int = 0   # blocks copied back this step
 
     @property
     def duration(self) -> float:
@@ -72,6 +74,7 @@ class RequestRecord:
     token_times: list[float] = field(default_factory=list)
     num_preemptions: int = 0
     finish_reason: str | None = None
+    num_cached_tokens: int = 0       # prompt tokens served from the prefix cache
 
 
 @dataclass

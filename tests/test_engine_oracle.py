@@ -1,8 +1,9 @@
 """The engine's outputs equal transformers' batch-1 greedy decoding, in every mode.
 
-Static batching, continuous batching, chunked prefill with a tiny budget, and a KV
-cache so small that sequences get preempted and recomputed: whatever the scheduler
-does, each request must get exactly the tokens it would get alone. A difference is
+Static batching, continuous batching, chunked prefill with a tiny budget, a KV cache so
+small that sequences get preempted (recomputed, or swapped out and back), and prefix
+caching: whatever the engine does, each request must get exactly the tokens it would
+get alone. A difference is
 tolerated only at a numerical near-tie (transformers' top-2 logit gap < 1e-3 at the
 first differing position) — such cases are counted and printed.
 """
@@ -32,6 +33,8 @@ CONFIGS = {
     "continuous": dict(),
     "chunked": dict(enable_chunked_prefill=True, max_num_batched_tokens=32, block_size=4),
     "preempting": dict(num_kv_blocks=14, block_size=16),
+    "swapping": dict(num_kv_blocks=14, block_size=16, preemption_mode="swap"),
+    "prefix-cached": dict(enable_prefix_caching=True, block_size=4, max_num_seqs=3),
 }
 
 
@@ -52,7 +55,7 @@ def oracle(smollm2):
 def test_greedy_tokens_equal_transformers(name, smollm2, oracle):
     hf, tokenizer = smollm2
     prompts, refs = oracle
-    llm = LLM(hf, tokenizer=tokenizer, max_num_seqs=8, **CONFIGS[name])
+    llm = LLM(hf, tokenizer=tokenizer, **{"max_num_seqs": 8, **CONFIGS[name]})
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in MAX_TOKENS]
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
 
@@ -67,8 +70,16 @@ def test_greedy_tokens_equal_transformers(name, smollm2, oracle):
     assert all(o.outputs[0].finish_reason == "length" for o in outs)
     kv = llm.llm_engine.scheduler.kv
     assert kv.num_free_blocks == kv.num_blocks, "every block is back after the run"
-    if name == "preempting":
+    if name in ("preempting", "swapping"):
         assert preemptions > 0, "this config must force preemption"
+    if name == "swapping":
+        assert sum(s.num_swapped_out_blocks for s in llm.trace.steps) > 0
+        assert kv.swap_allocator.num_free == kv.swap_allocator.num_blocks
+    if name == "prefix-cached":
+        # the chat template's system prompt is a shared prefix: later requests hit it
+        cached = [r.num_cached_tokens for r in llm.trace.requests.values()]
+        print(f"prefix cache: {sum(cached)} prompt tokens reused")
+        assert sum(c > 0 for c in cached) >= 5
     if name == "chunked":
         assert max(s.num_batched_tokens for s in llm.trace.steps) <= 32
         assert any(e.num_prefill_tokens and any(f.num_decode_tokens for f in s.scheduled)

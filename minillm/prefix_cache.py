@@ -1,0 +1,104 @@
+"""Prefix caching (前缀缓存): reuse the KV blocks of a prompt prefix seen before.
+
+Many requests start with the same tokens — a system prompt, a few-shot preamble, the
+history of a chat. Their keys and values at those positions are identical, so the
+blocks holding them can be *shared* instead of recomputed.
+
+**Identity of a block = its tokens and everything before it.** A full block's hash
+chains its parent's hash with its own token ids:
+
+    h0 = hash((None, tokens[0:16]))
+    h1 = hash((h0,   tokens[16:32]))          # same tokens after a different prefix → different h1
+    ...
+
+Only *full* blocks are cached (a partial block is still being written).
+
+**Lifecycle of a cached block.**
+
+* When a sequence's block becomes full, its hash is registered: `hash → block`.
+* A new request looks its full prompt blocks up in order and stops at the first miss;
+  every hit is shared (reference count + 1) and counts as already computed.
+* The last prompt token is always recomputed: its logits are needed to sample the first
+  output token. If the whole prompt is cached, the last block is not reused.
+* When its last user finishes, a block's reference count drops to 0 and it returns to
+  the free pool — *but keeps its contents and its hash*. A later request can still hit
+  it. Only when the allocator hands the block out for new tokens is its hash evicted.
+  (minillm evicts in allocation order — the lowest free id first; vLLM evicts the
+  least recently used block. Either keeps every block either free or cached-and-free,
+  never lost.)
+"""
+
+from __future__ import annotations
+
+from minillm.block_manager import BlockAllocator
+from minillm.sequence import Sequence
+
+
+def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
+    """Chained hashes of the full blocks of `token_ids`."""
+    hashes, parent = [], None
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash((parent, tuple(token_ids[start:start + block_size])))
+        hashes.append(parent)
+    return hashes
+
+
+class PrefixCache:
+    def __init__(self, allocator: BlockAllocator, block_size: int):
+        self.allocator = allocator
+        self.block_size = block_size
+        self.block_of: dict[int, int] = {}      # hash → physical block
+        self.hash_of: dict[int, int] = {}       # physical block → hash
+        self.queried_tokens = 0                 # prompt tokens looked up
+        self.hit_tokens = 0                     # of which were found cached
+
+    def match(self, seq: Sequence) -> list[int]:
+        """Cached blocks for the longest full-block prefix of `seq`'s prompt.
+
+        Never covers the last prompt token (it must be recomputed to sample from).
+        """
+        usable = (seq.num_prompt_tokens - 1) // self.block_size     # blocks before the last token
+        hits = []
+        for h in block_hashes(seq.prompt_token_ids, self.block_size)[:usable]:
+            block = self.block_of.get(h)
+            if block is None:
+                break
+            hits.append(block)
+        return hits
+
+    def acquire(self, seq: Sequence) -> int:
+        """Share the matched blocks with `seq`; return how many tokens they cover."""
+        assert not seq.block_table and seq.num_computed_tokens == 0
+        hits = self.match(seq)
+        for block in hits:
+            if self.allocator.is_free(block):
+                self.allocator.take(block)       # revive a cached block from the free pool
+            else:
+                self.allocator.share(block)
+        seq.block_table = list(hits)
+        cached = len(hits) * self.block_size
+        seq.num_computed_tokens = cached
+        self.queried_tokens += seq.num_prompt_tokens
+        self.hit_tokens += cached
+        return cached
+
+    def register(self, seq: Sequence) -> None:
+        """Record every full, computed block of `seq` under its chained hash."""
+        full = seq.num_computed_tokens // self.block_size
+        if full == 0:
+            return
+        tokens = seq.all_token_ids[:full * self.block_size]
+        for block, h in zip(seq.block_table[:full], block_hashes(tokens, self.block_size)):
+            if h not in self.block_of and block not in self.hash_of:
+                self.block_of[h] = block
+                self.hash_of[block] = h
+
+    def evict(self, block: int) -> None:
+        """The allocator is reusing `block` for new tokens: forget its old contents."""
+        h = self.hash_of.pop(block, None)
+        if h is not None:
+            del self.block_of[h]
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
