@@ -7,6 +7,8 @@
 #   4. minillm itself, editable
 #   5. the model converted once into the cache (safetensors + tokenizer), so the first
 #      lesson and the first test load it in seconds
+#   6. Debian's Chromium, which the browser tests drive with Playwright (only when
+#      /usr/bin/chromium is missing; never `playwright install`, which downloads a browser)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,3 +38,21 @@ else
 fi
 
 "$VENV/bin/python" -m minillm prepare
+
+CHROMIUM=/usr/bin/chromium
+if [ ! -x "$CHROMIUM" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian's chromium for the browser tests (apt-get, ~20 s)"
+    log=$(mktemp)
+    if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+        >"$log" 2>&1; then
+      cat "$log" >&2; rm -f "$log"
+      echo "setup: installing chromium failed (see above)" >&2
+      exit 1
+    fi
+    rm -f "$log"
+  else
+    echo "setup: $CHROMIUM is missing, so the browser tests (tests/test_browser.py) will be" >&2
+    echo "       skipped. Install it with: sudo apt-get update && sudo apt-get install -y chromium" >&2
+  fi
+fi
