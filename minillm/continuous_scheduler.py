@@ -53,7 +53,7 @@ class ContinuousScheduler(Scheduler):
             if seq.status is not SequenceStatus.RUNNING:   # preempted earlier this step
                 continue
             budget = self.config.max_num_batched_tokens - _tokens(planned)
-            num_new = min(seq.num_uncomputed_tokens, budget)
+            num_new = min(seq.num_tokens_to_run, budget)
             if num_new == 0:
                 break                                      # token budget used up
             if not self._make_room(seq, num_new, planned, out, now):

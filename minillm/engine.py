@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from minillm.sampler import request_seed
+from minillm.speculative import accept_drafts
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import Scheduler, SchedulerOutput
 from minillm.sequence import Sequence, SequenceStatus
@@ -28,7 +29,7 @@ from minillm.trace import RequestRecord, ScheduledEntry, StepRecord, Trace
 class LLMEngine:
     def __init__(self, runner, scheduler: Scheduler, *, vocab_size: int, max_model_len: int,
                  tokenizer=None, eos_token_id: int | None = None, seed: int = 0,
-                 config: dict | None = None):
+                 config: dict | None = None, proposer=None):
         self.runner = runner
         self.scheduler = scheduler
         self.tokenizer = tokenizer
@@ -37,6 +38,7 @@ class LLMEngine:
         self.eos_token_id = eos_token_id
         self.seed = seed
         self.config = dict(config or {})
+        self.proposer = proposer                  # speculative decoding (speculative.py) or None
         self.trace = Trace(config=self.config)
         self._pending: list[Sequence] = []        # added, arrival time still in the future
         self._live: dict[str, Sequence] = {}      # every unfinished request
@@ -133,6 +135,7 @@ class LLMEngine:
             self.runner.wait_until(self._pending[0].arrival_time)   # idle until the next arrival
             now = self.runner.now()
             self._admit_arrivals(now)
+        self._propose_drafts()
         plan = self.scheduler.schedule(now)
         if plan.is_empty:
             if not self.scheduler.running and self.scheduler.waiting:
@@ -145,22 +148,45 @@ class LLMEngine:
         self._record_step(plan, now, end)
         return outputs
 
+    def _propose_drafts(self) -> None:
+        """Speculative decoding: guess a few tokens for each greedy decoding sequence."""
+        if self.proposer is None:
+            return
+        for seq in self.scheduler.running:
+            seq.draft_token_ids = []
+            if seq.params.greedy and seq.num_uncomputed_tokens == 1 and seq.num_output_tokens:
+                room = min(seq.params.max_tokens - seq.num_output_tokens,
+                           self.max_model_len - seq.num_tokens) - 1
+                seq.draft_token_ids = self.proposer.propose(seq.all_token_ids, room)
+
     def _admit_arrivals(self, now: float) -> None:
         while self._pending and self._pending[0].arrival_time <= now:
             self.scheduler.add(self._pending.pop(0))
 
-    def _update(self, plan: SchedulerOutput, tokens: list[int | None], now: float):
+    def _update(self, plan: SchedulerOutput, tokens: list[list[int]], now: float):
         outputs = []
-        for item, token in zip(plan.scheduled, tokens):
+        for item, produced in zip(plan.scheduled, tokens):
             seq = item.seq
-            seq.num_computed_tokens += item.num_new_tokens
+            drafts, seq.draft_token_ids = seq.draft_token_ids, []
+            if drafts:
+                new_tokens = accept_drafts(drafts, produced)
+                accepted = len(new_tokens) - 1
+                # K/V are valid for the real token and the guesses that were right
+                seq.num_computed_tokens += item.num_new_tokens - len(drafts) + accepted
+                seq.num_draft_proposed += len(drafts)
+                seq.num_draft_accepted += accepted
+            else:
+                new_tokens = produced
+                seq.num_computed_tokens += item.num_new_tokens
             self.scheduler.kv.on_tokens_computed(seq)
-            if token is None:
+            if not new_tokens:
                 continue
-            seq.append_token(token, now)
-            reason = seq.check_stop(self.max_model_len)
-            if reason is not None:
-                self._finish(seq, reason, now)
+            for token in new_tokens:
+                seq.append_token(token, now)
+                reason = seq.check_stop(self.max_model_len)
+                if reason is not None:
+                    self._finish(seq, reason, now)
+                    break
             outputs.append(self.make_output(seq))
         return outputs
 
@@ -207,4 +233,5 @@ def _request_record(seq: Sequence) -> RequestRecord:
         first_scheduled_time=seq.first_scheduled_time, first_token_time=seq.first_token_time,
         finish_time=seq.finish_time, token_times=list(seq.token_times),
         num_preemptions=seq.num_preemptions, finish_reason=seq.finish_reason,
-        num_cached_tokens=seq.num_cached_tokens)
+        num_cached_tokens=seq.num_cached_tokens, num_draft_proposed=seq.num_draft_proposed,
+        num_draft_accepted=seq.num_draft_accepted)

@@ -33,6 +33,7 @@ from minillm.model_loader import load_model_and_tokenizer
 from minillm.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import Scheduler, SchedulerConfig
+from minillm.speculative import NgramProposer
 from minillm.static_scheduler import StaticScheduler
 
 SCHEDULERS = {"continuous": ContinuousScheduler, "static": StaticScheduler}
@@ -75,7 +76,7 @@ class LLM:
                  max_model_len: int | None = None, policy: str = "fcfs",
                  aging_rate: float = 0.0, enable_prefix_caching: bool = False,
                  preemption_mode: str = "recompute", num_swap_blocks: int | None = None,
-                 seed: int = 0, device=None,
+                 speculative_config: dict | None = None, seed: int = 0, device=None,
                  dtype: torch.dtype | None = None, tokenizer=None):
         scheduler_cls = resolve_scheduler(scheduling)
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
@@ -135,10 +136,12 @@ class LLM:
                   "preemption_mode": preemption_mode,
                   "attention_backend": backend_name, "device": str(self.device),
                   "dtype": str(dtype).replace("torch.", ""), "max_model_len": max_model_len}
+        config["speculative_config"] = speculative_config
         self.llm_engine = LLMEngine(
             runner, scheduler, vocab_size=self.model.vocab_size, max_model_len=max_model_len,
             tokenizer=self.tokenizer, eos_token_id=_eos_id(self.hf_config, self.tokenizer),
-            seed=seed, config=config)
+            seed=seed, config=config,
+            proposer=make_proposer(speculative_config, scheduler_cls))
 
     # ------------------------------------------------------------------ API
     @property
@@ -222,6 +225,25 @@ class LLM:
                         finished[out.request_id] = out
                         bar.update(1)
         return finished
+
+
+def make_proposer(speculative_config: dict | None, scheduler_cls):
+    """vLLM's shape: {"method": "ngram", "num_speculative_tokens": 4,
+    "prompt_lookup_max": 4, "prompt_lookup_min": 1} → an NgramProposer (or None)."""
+    if not speculative_config:
+        return None
+    config = dict(speculative_config)
+    method = config.pop("method", "ngram")
+    if method != "ngram":
+        raise ValueError(f"speculative method {method!r} is not supported: minillm has "
+                         "'ngram' (prompt lookup, no draft model)")
+    if scheduler_cls is StaticScheduler:
+        raise ValueError("speculative decoding needs scheduling='continuous'")
+    allowed = {"num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
+    unknown = set(config) - allowed
+    if unknown:
+        raise ValueError(f"unknown speculative_config keys {sorted(unknown)}; use {sorted(allowed)}")
+    return NgramProposer(**config)
 
 
 def _eos_id(config, tokenizer) -> int | None:

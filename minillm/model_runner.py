@@ -43,8 +43,14 @@ class Runner(abc.ABC):
         """Idle until the clock reads `t` (nothing to run before the next arrival)."""
 
     @abc.abstractmethod
-    def execute(self, plan: SchedulerOutput) -> list[int | None]:
-        """Run one step; return the sampled token per plan row (None: no sample)."""
+    def execute(self, plan: SchedulerOutput) -> list[list[int]]:
+        """Run one step; per plan row, the tokens it produced.
+
+        [] — the row samples nothing (a prefill chunk that stops mid-prompt);
+        [t] — the sampled next token;
+        [t0, …, td] — a row with d speculative guesses: the model's greedy pick at the
+        newest token and at each guess (the engine keeps the ones that agree).
+        """
 
 
 class WallClock:
@@ -81,21 +87,29 @@ class ModelRunner(Runner):
     def reset_clock(self) -> None:
         self.clock = WallClock()
 
-    def execute(self, plan: SchedulerOutput) -> list[int | None]:
+    def execute(self, plan: SchedulerOutput) -> list[list[int]]:
         # swap-outs first: this step may hand the freed blocks to someone else
         self.copy_blocks(plan.swap_out, self.kv_caches, self.swap_caches)
         self.copy_blocks(plan.swap_in, self.swap_caches, self.kv_caches)
         batch = self.build_batch(plan)
         logits = self.model(batch["input_ids"], batch["positions"], self.kv_caches,
                             batch["meta"], batch["logits_indices"], self.backend)  # [S, V]
-        sampling_rows = batch["sampling_rows"]
-        seqs = [plan.scheduled[r].seq for r in sampling_rows]
-        tokens = self.sampler(logits, [s.params for s in seqs],
-                              [s.sampling_seed for s in seqs],
-                              [s.num_output_tokens for s in seqs])
-        result: list[int | None] = [None] * len(plan.scheduled)
-        for row, token in zip(sampling_rows, tokens):
-            result[row] = token
+        result: list[list[int]] = [[] for _ in plan.scheduled]
+        sampling_rows, speculating_rows = batch["sampling_rows"], batch["speculating_rows"]
+        if sampling_rows:
+            seqs = [plan.scheduled[r].seq for r in sampling_rows]
+            tokens = self.sampler(logits[:len(sampling_rows)], [s.params for s in seqs],
+                                  [s.sampling_seed for s in seqs],
+                                  [s.num_output_tokens for s in seqs])
+            for row, token in zip(sampling_rows, tokens):
+                result[row] = [token]
+        if speculating_rows:            # greedy picks at the newest token and every guess
+            picks = logits[len(sampling_rows):].argmax(dim=-1).tolist()
+            start = 0
+            for row in speculating_rows:
+                n = plan.scheduled[row].num_drafts + 1
+                result[row] = picks[start:start + n]
+                start += n
         return result
 
     @staticmethod
@@ -113,12 +127,13 @@ class ModelRunner(Runner):
         """Collect the flat batch as Python lists, then make each tensor once."""
         input_ids, positions, slot_mapping = [], [], []
         query_lens, seq_lens, block_tables = [], [], []
-        logits_indices, sampling_rows = [], []
+        sampled_at, speculated_at = [], []            # flat rows whose logits we need
+        sampling_rows, speculating_rows = [], []      # their plan rows
         bs = self.block_size
         for row, item in enumerate(plan.scheduled):
             seq, start = item.seq, item.seq.num_computed_tokens
             end = start + item.num_new_tokens
-            tokens = seq.all_token_ids[start:end]
+            tokens = (seq.all_token_ids + seq.draft_token_ids)[start:end]
             table = seq.block_table
             input_ids.extend(tokens)
             positions.extend(range(start, end))
@@ -126,9 +141,13 @@ class ModelRunner(Runner):
             query_lens.append(item.num_new_tokens)
             seq_lens.append(end)
             block_tables.append(table)
-            if item.samples:
-                logits_indices.append(len(input_ids) - 1)
+            if item.num_drafts:       # logits at the newest real token and every guess
+                speculated_at.extend(range(len(input_ids) - item.num_drafts - 1, len(input_ids)))
+                speculating_rows.append(row)
+            elif item.samples:
+                sampled_at.append(len(input_ids) - 1)
                 sampling_rows.append(row)
+        logits_indices = sampled_at + speculated_at
         dev = self.device
         meta = build_attention_metadata(query_lens, seq_lens, block_tables, slot_mapping, bs, dev)
         return {
@@ -137,4 +156,5 @@ class ModelRunner(Runner):
             "meta": meta,
             "logits_indices": torch.tensor(logits_indices, dtype=torch.long, device=dev),
             "sampling_rows": sampling_rows,
+            "speculating_rows": speculating_rows,
         }

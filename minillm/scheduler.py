@@ -75,7 +75,12 @@ class ScheduledSequence:
     @property
     def samples(self) -> bool:
         """True if this step completes the sequence's known tokens, so it samples."""
-        return self.seq.num_computed_tokens + self.num_new_tokens == self.seq.num_tokens
+        return self.seq.num_computed_tokens + self.num_new_tokens >= self.seq.num_tokens
+
+    @property
+    def num_drafts(self) -> int:
+        """Speculative guesses run in this row (after the sequence's known tokens)."""
+        return max(0, self.seq.num_computed_tokens + self.num_new_tokens - self.seq.num_tokens)
 
 
 @dataclass
@@ -186,6 +191,7 @@ class Scheduler(abc.ABC):
         is full.
         """
         self.running.remove(seq)
+        seq.draft_token_ids = []
         if self.config.preemption_mode == "swap":
             mapping = self.kv.swap_out(seq)
             if mapping is not None:
@@ -215,7 +221,12 @@ class Scheduler(abc.ABC):
 
 
 def scheduled_row(seq: Sequence, num_new_tokens: int) -> ScheduledSequence:
-    """Build a plan row, marking single-token steps after the prompt as decodes."""
-    is_decode = (num_new_tokens == 1 and seq.num_output_tokens > 0
-                 and seq.num_computed_tokens == seq.num_tokens - 1)
+    """Build a plan row, marking steps that continue after the prompt as decodes.
+
+    A decode runs the newest token, plus any speculative guesses that fit; guesses the
+    budget cut off are dropped here.
+    """
+    is_decode = seq.num_output_tokens > 0 and seq.num_computed_tokens == seq.num_tokens - 1
+    keep = max(0, seq.num_computed_tokens + num_new_tokens - seq.num_tokens)
+    del seq.draft_token_ids[keep:]
     return ScheduledSequence(seq, num_new_tokens, is_decode)

@@ -47,6 +47,9 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     swap_table: list[int] = field(default_factory=list)   # swap-space blocks while swapped out
     num_cached_tokens: int = 0             # prompt tokens found in the prefix cache
+    draft_token_ids: list[int] = field(default_factory=list)  # speculative guesses this step
+    num_draft_proposed: int = 0
+    num_draft_accepted: int = 0
     finish_reason: str | None = None       # "stop" | "length" | "abort"
     num_preemptions: int = 0
     admission_order: int = 0               # set by the scheduler: FCFS tie-breaker
@@ -85,6 +88,11 @@ class Sequence:
     def num_uncomputed_tokens(self) -> int:
         """Tokens whose K/V are not in the cache yet (what the next step must run)."""
         return self.num_tokens - self.num_computed_tokens
+
+    @property
+    def num_tokens_to_run(self) -> int:
+        """What the next step wants to run: uncomputed tokens + speculative guesses."""
+        return self.num_uncomputed_tokens + len(self.draft_token_ids)
 
     @property
     def in_prefill(self) -> bool:

@@ -162,10 +162,10 @@ class SimRunner(Runner):
         self._now = 0.0
 
     # ------------------------------------------------------------------ one step
-    def execute(self, plan: SchedulerOutput) -> list[int | None]:
-        """Advance the clock by the step's cost; one token per sampling row, else None."""
+    def execute(self, plan: SchedulerOutput) -> list[list[int]]:
+        """Advance the clock by the step's cost; one token per sampling row, else []."""
         self._now += self.cost_model.step_time(plan)
-        return [self._next_token(row.seq) if row.samples else None for row in plan.scheduled]
+        return [[self._next_token(row.seq)] if row.samples else [] for row in plan.scheduled]
 
     def _next_token(self, seq) -> int:
         """EOS if this token is the request's last one (by the workload), filler otherwise."""

@@ -75,6 +75,8 @@ class RequestRecord:
     num_preemptions: int = 0
     finish_reason: str | None = None
     num_cached_tokens: int = 0       # prompt tokens served from the prefix cache
+    num_draft_proposed: int = 0      # speculative guesses run through the model
+    num_draft_accepted: int = 0      # … and kept because the model agreed
 
 
 @dataclass

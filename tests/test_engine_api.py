@@ -56,9 +56,10 @@ def test_future_arrivals_wait_for_their_time(llm):
     engine.add_request("late", {"prompt_token_ids": [3, 4]}, greedy(2), arrival_time=now + 0.3)
     while engine.has_unfinished_requests():
         engine.step()
-    late = engine.trace.requests["late"]
-    assert late.first_scheduled_time >= now + 0.3
-    assert engine.trace.requests["early"].finish_time < late.first_scheduled_time
+    late, early = engine.trace.requests["late"], engine.trace.requests["early"]
+    assert late.first_scheduled_time >= now + 0.3          # never before it arrives
+    assert early.first_scheduled_time < late.first_scheduled_time
+    assert late.output_len == early.output_len == 2
 
 
 @pytest.mark.unit

@@ -35,6 +35,7 @@ CONFIGS = {
     "preempting": dict(num_kv_blocks=14, block_size=16),
     "swapping": dict(num_kv_blocks=14, block_size=16, preemption_mode="swap"),
     "prefix-cached": dict(enable_prefix_caching=True, block_size=4, max_num_seqs=3),
+    "speculative": dict(speculative_config={"method": "ngram", "num_speculative_tokens": 4}),
 }
 
 
@@ -75,6 +76,11 @@ def test_greedy_tokens_equal_transformers(name, smollm2, oracle):
     if name == "swapping":
         assert sum(s.num_swapped_out_blocks for s in llm.trace.steps) > 0
         assert kv.swap_allocator.num_free == kv.swap_allocator.num_blocks
+    if name == "speculative":
+        proposed = sum(r.num_draft_proposed for r in llm.trace.requests.values())
+        accepted = sum(r.num_draft_accepted for r in llm.trace.requests.values())
+        print(f"speculation: {accepted}/{proposed} guesses accepted")
+        assert proposed > 0
     if name == "prefix-cached":
         # the chat template's system prompt is a shared prefix: later requests hit it
         cached = [r.num_cached_tokens for r in llm.trace.requests.values()]
