@@ -22,7 +22,11 @@ Ordering (`policy`):
 * "fcfs" — first come, first served: earliest arrival first;
 * "priority" — lowest `priority` value first; with `aging_rate` > 0 a request's
   effective priority improves by `aging_rate` per second it has waited, so a
-  low-priority request cannot starve forever.
+  low-priority request cannot starve forever;
+* "shortest" — shortest job first: least remaining work (prompt tokens still to run
+  + tokens it may still generate, by its `max_tokens`) first. Great for mean latency,
+  but a long request can wait forever while short ones keep arriving (starvation);
+  `aging_rate` > 0 subtracts `aging_rate` tokens per second waited to bound that.
 
 When a sequence must be preempted, the victim is the *last* in that order among the
 running ones: lowest priority first, then latest arrival.
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 from minillm.block_manager import KVCacheManager, cdiv
 from minillm.sequence import Sequence, SequenceStatus
 
-POLICIES = ("fcfs", "priority")
+POLICIES = ("fcfs", "priority", "shortest")
 PREEMPTION_MODES = ("recompute", "swap")
 
 
@@ -173,10 +177,15 @@ class Scheduler(abc.ABC):
     # ---------------------------------------------------------------- ordering
     def order_key(self, seq: Sequence, now: float) -> tuple:
         """Sort key: smaller runs first. See the module docstring for the policies."""
+        waited = max(0.0, now - seq.arrival_time)
         if self.config.policy == "priority":
-            waited = max(0.0, now - seq.arrival_time)
             effective = seq.priority - self.config.aging_rate * waited
             return (effective, seq.arrival_time, seq.admission_order)
+        if self.config.policy == "shortest":
+            remaining = (seq.num_uncomputed_tokens
+                         + seq.params.max_tokens - seq.num_output_tokens)
+            return (remaining - self.config.aging_rate * waited, seq.arrival_time,
+                    seq.admission_order)
         return (seq.arrival_time, seq.admission_order)
 
     def ordered_waiting(self, now: float) -> list[Sequence]:
