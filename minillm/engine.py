@@ -138,9 +138,12 @@ class LLMEngine:
         self._propose_drafts()
         plan = self.scheduler.schedule(now)
         if plan.is_empty:
-            if not self.scheduler.running and self.scheduler.waiting:
+            # legal only right after a preemption (nobody joins in that step); an idle
+            # engine that admits nobody would loop forever, so say so instead
+            if not plan.preempted and not self.scheduler.running and self.scheduler.waiting:
                 raise RuntimeError("scheduler could not admit any waiting request "
                                    "into an idle engine; this is a bug")
+            self._record_step(plan, now, now)
             return []
         tokens = self.runner.execute(plan)
         end = self.runner.now()
