@@ -36,3 +36,23 @@ def max_batch_under_memory(memory_bytes: int, weight_bytes: int, kv_bytes_per_to
     whole number of sequences that fit (0 if the weights alone do not fit).
     """
     raise NotImplementedError("Your turn: (memory - weights) // per-sequence KV bytes")
+
+
+def roofline_step_time(num_params: int, bytes_per_param: float, batch_size: int,
+                       bandwidth: float, peak_flops: float, kv_bytes: float = 0) -> float:
+    """Lower bound, in seconds, on one decode step: the roofline model.
+
+    A decode step must (1) read every weight once plus `kv_bytes` of KV cache, at no
+    more than `bandwidth` bytes/s, and (2) do 2 FLOPs per parameter per sequence, at
+    no more than `peak_flops` FLOP/s. It cannot be faster than the slower of the two:
+
+        time >= max(bytes read / bandwidth, FLOPs / peak_flops)
+
+    Small batches sit on the memory term (the step time does not depend on the batch);
+    past the ridge point the compute term wins and the step time grows with the batch.
+
+    Example: 1e9 parameters in bf16 (2 bytes) on an A100 80GB SXM (2.039e12 B/s,
+    312e12 FLOP/s): batch 1 → 0.98 ms (memory-bound); batch 256 → 1.64 ms
+    (compute-bound).
+    """
+    raise NotImplementedError("Your turn: max(memory time, compute time)")

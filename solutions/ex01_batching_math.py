@@ -22,3 +22,11 @@ def max_batch_under_memory(memory_bytes: int, weight_bytes: int, kv_bytes_per_to
     if free <= 0:
         return 0
     return free // (kv_bytes_per_token * tokens_per_sequence)
+
+
+def roofline_step_time(num_params: int, bytes_per_param: float, batch_size: int,
+                       bandwidth: float, peak_flops: float, kv_bytes: float = 0) -> float:
+    """Lower bound on one decode step: max(memory time, compute time)."""
+    memory_time = (num_params * bytes_per_param + kv_bytes) / bandwidth
+    compute_time = 2 * num_params * batch_size / peak_flops
+    return max(memory_time, compute_time)

@@ -35,3 +35,18 @@ def test_max_batch_under_memory(ex):
     assert ex.max_batch_under_memory(100, 100, 1, 1) == 0
     assert ex.max_batch_under_memory(100, 200, 1, 1) == 0
     assert ex.max_batch_under_memory(1000, 0, 10, 10) == 10
+
+
+def test_roofline_step_time(ex):
+    a100 = dict(bandwidth=2.039e12, peak_flops=312e12)
+    # 1e9 bf16 parameters: memory-bound at batch 1, compute-bound at batch 256
+    assert ex.roofline_step_time(10**9, 2, 1, **a100) == pytest.approx(2e9 / 2.039e12)
+    assert ex.roofline_step_time(10**9, 2, 256, **a100) == pytest.approx(2 * 256e9 / 312e12)
+    # below the ridge the batch does not change the bound …
+    assert ex.roofline_step_time(10**9, 2, 64, **a100) == ex.roofline_step_time(10**9, 2, 1, **a100)
+    # … KV bytes do
+    with_kv = ex.roofline_step_time(10**9, 2, 1, kv_bytes=1e9, **a100)
+    assert with_kv == pytest.approx(3e9 / 2.039e12)
+    # exactly at the ridge (bandwidth 1, peak 10, 4 bytes/param: ridge batch 20) both terms agree
+    assert ex.roofline_step_time(100, 4, 20, bandwidth=1.0, peak_flops=10.0) == pytest.approx(400.0)
+    assert ex.roofline_step_time(100, 4, 40, bandwidth=1.0, peak_flops=10.0) == pytest.approx(800.0)
