@@ -1,0 +1,76 @@
+"""Lesson 10 — prefix caching (前缀缓存): find the KV blocks a new prompt can reuse.
+
+The KV cache is cut into blocks of `block_size` tokens. Two requests that start with
+the same tokens (a system prompt, a few-shot preamble, the history of a chat) compute
+the very same keys and values for those positions — so the blocks can be shared.
+
+**A block's identity is its tokens *and everything before them*.** The same 16 tokens
+after a different prefix have different K/V (attention saw different context), so a
+block's hash chains its parent's hash with its own tokens:
+
+    h0 = hash((None, (t0, …, t15)))
+    h1 = hash((h0,   (t16, …, t31)))
+    h2 = hash((h1,   (t32, …, t47)))          equal h2 ⇒ equal first 48 tokens
+
+Only **full** blocks get a hash: a partial block is still being written.
+
+**Lookup.** A new prompt's full blocks are hashed in order and looked up in the cache
+(hash → physical block id); the first miss ends the match, because every later hash
+depends on the missing one. One more rule: the **last prompt token is always computed**,
+since its logits pick the first output token. So only blocks that lie entirely before
+the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
+
+Use exactly the hash above — Python's built-in `hash` of the tuple
+`(parent_hash, tuple(block_tokens))` — so your cache table and `minillm.prefix_cache`
+agree hash for hash (the tests compare them).
+
+Your turn: replace each `raise NotImplementedError`, then run the check cell at the
+end of lesson 10 (or `python -m minillm.grading 10`).
+"""
+
+from __future__ import annotations
+
+
+def hash_block(parent: int | None, block_tokens: list[int]) -> int:
+    """The chained hash of one full block: hash((parent_hash, tuple(tokens))).
+
+    `parent` is the previous block's hash, None for the first block.
+    """
+    raise NotImplementedError("Your turn: hash the pair (parent, tuple of the block's tokens)")
+
+
+def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
+    """Chained hashes of every *full* block of `token_ids`, in order.
+
+    10 tokens in blocks of 4 → 2 hashes (tokens 0–3 and 4–7); tokens 8–9 form a
+    partial block and get none.
+    """
+    raise NotImplementedError("Your turn: walk the full blocks, chaining each hash to the previous one")
+
+
+def longest_cached_prefix(prompt_token_ids: list[int], cache: dict[int, int],
+                          block_size: int) -> list[int]:
+    """Physical blocks of the longest cached prefix of a prompt (possibly []).
+
+    `cache` maps block hash → physical block id. Walk the prompt's block hashes in
+    order, stop at the first one not in the cache, and never use a block that holds
+    the last prompt token: at most (len(prompt) − 1) // block_size blocks.
+    """
+    raise NotImplementedError("Your turn: look the block hashes up in order, stop at the first miss")
+
+
+def register_blocks(cache: dict[int, int], token_ids: list[int], block_table: list[int],
+                    num_computed_tokens: int, block_size: int) -> int:
+    """Record a sequence's full, computed blocks in `cache`; return how many were new.
+
+    Block i of the sequence (physical id block_table[i]) holds tokens
+    [i·block_size, (i+1)·block_size); it may be registered once all of them are
+    computed (i < num_computed_tokens // block_size). A hash already in the cache
+    keeps its first block (first writer wins): both hold the same K/V anyway.
+    """
+    raise NotImplementedError("Your turn: hash the full computed blocks and add the new ones")
+
+
+def tokens_to_prefill(prompt_len: int, num_cached_blocks: int, block_size: int) -> int:
+    """Prompt tokens that still go through the model after a cache hit of that many blocks."""
+    raise NotImplementedError("Your turn: the prompt minus the tokens the cached blocks hold")

@@ -1,0 +1,88 @@
+"""Lesson 10 — prefix caching (前缀缓存): find the KV blocks a new prompt can reuse.
+
+The KV cache is cut into blocks of `block_size` tokens. Two requests that start with
+the same tokens (a system prompt, a few-shot preamble, the history of a chat) compute
+the very same keys and values for those positions — so the blocks can be shared.
+
+**A block's identity is its tokens *and everything before them*.** The same 16 tokens
+after a different prefix have different K/V (attention saw different context), so a
+block's hash chains its parent's hash with its own tokens:
+
+    h0 = hash((None, (t0, …, t15)))
+    h1 = hash((h0,   (t16, …, t31)))
+    h2 = hash((h1,   (t32, …, t47)))          equal h2 ⇒ equal first 48 tokens
+
+Only **full** blocks get a hash: a partial block is still being written.
+
+**Lookup.** A new prompt's full blocks are hashed in order and looked up in the cache
+(hash → physical block id); the first miss ends the match, because every later hash
+depends on the missing one. One more rule: the **last prompt token is always computed**,
+since its logits pick the first output token. So only blocks that lie entirely before
+the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
+
+These functions use the very same hash as `minillm.prefix_cache`, so your cache table
+and minillm's agree hash for hash.
+"""
+
+from __future__ import annotations
+
+
+def hash_block(parent: int | None, block_tokens: list[int]) -> int:
+    """The chained hash of one full block: hash((parent_hash, tuple(tokens))).
+
+    `parent` is the previous block's hash, None for the first block.
+    """
+    return hash((parent, tuple(block_tokens)))
+
+
+def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
+    """Chained hashes of every *full* block of `token_ids`, in order.
+
+    10 tokens in blocks of 4 → 2 hashes (tokens 0–3 and 4–7); tokens 8–9 form a
+    partial block and get none.
+    """
+    hashes, parent = [], None
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash_block(parent, token_ids[start:start + block_size])
+        hashes.append(parent)
+    return hashes
+
+
+def longest_cached_prefix(prompt_token_ids: list[int], cache: dict[int, int],
+                          block_size: int) -> list[int]:
+    """Physical blocks of the longest cached prefix of a prompt (possibly []).
+
+    `cache` maps block hash → physical block id. Walk the prompt's block hashes in
+    order, stop at the first one not in the cache, and never use a block that holds
+    the last prompt token: at most (len(prompt) − 1) // block_size blocks.
+    """
+    usable = (len(prompt_token_ids) - 1) // block_size
+    hits = []
+    for h in block_hashes(prompt_token_ids, block_size)[:usable]:
+        if h not in cache:
+            break
+        hits.append(cache[h])
+    return hits
+
+
+def register_blocks(cache: dict[int, int], token_ids: list[int], block_table: list[int],
+                    num_computed_tokens: int, block_size: int) -> int:
+    """Record a sequence's full, computed blocks in `cache`; return how many were new.
+
+    Block i of the sequence (physical id block_table[i]) holds tokens
+    [i·block_size, (i+1)·block_size); it may be registered once all of them are
+    computed (i < num_computed_tokens // block_size). A hash already in the cache
+    keeps its first block (first writer wins): both hold the same K/V anyway.
+    """
+    full = min(num_computed_tokens // block_size, len(block_table))
+    added = 0
+    for block, h in zip(block_table[:full], block_hashes(token_ids[:full * block_size], block_size)):
+        if h not in cache:
+            cache[h] = block
+            added += 1
+    return added
+
+
+def tokens_to_prefill(prompt_len: int, num_cached_blocks: int, block_size: int) -> int:
+    """Prompt tokens that still go through the model after a cache hit of that many blocks."""
+    return prompt_len - num_cached_blocks * block_size

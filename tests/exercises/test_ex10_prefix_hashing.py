@@ -1,0 +1,136 @@
+"""Lesson 10 exercise: prefix-cache block hashing, graded against minillm.prefix_cache.
+
+The learner's functions must agree with minillm's PrefixCache hash for hash: the same
+chained hashes, the same longest-prefix matches (stopping at the first miss and never
+covering the last prompt token), the same table after registering blocks, and — run
+through the engine on the simulator — the same number of cached prompt tokens.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minillm import SamplingParams
+from minillm.block_manager import KVCacheManager
+from minillm.prefix_cache import block_hashes as minillm_block_hashes
+from minillm.sequence import Sequence
+from minillm.simulate import make_sim_engine, run_to_completion
+
+EXERCISE = "ex10_prefix_hashing"
+PROPERTY = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+# small vocabularies make shared prefixes (and near misses) likely
+tokens = st.lists(st.integers(0, 3), min_size=0, max_size=40)
+
+
+def test_hash_block_chains_parent_and_tokens(ex):
+    first = ex.hash_block(None, [1, 2, 3, 4])
+    assert first == hash((None, (1, 2, 3, 4)))
+    assert ex.hash_block(first, [5, 6, 7, 8]) == hash((first, (5, 6, 7, 8)))
+    assert ex.hash_block(first, [5, 6, 7, 8]) != ex.hash_block(None, [5, 6, 7, 8]), \
+        "the same tokens after a different prefix must hash differently"
+
+
+def test_block_hashes_full_blocks_only(ex):
+    hashes = ex.block_hashes(list(range(10)), 4)
+    assert len(hashes) == 2, "10 tokens in blocks of 4: two full blocks, one partial"
+    assert hashes[0] == ex.hash_block(None, [0, 1, 2, 3])
+    assert hashes[1] == ex.hash_block(hashes[0], [4, 5, 6, 7])
+    assert ex.block_hashes([1, 2, 3], 4) == []
+    assert ex.block_hashes(list(range(12)), 4)[:2] == hashes, "a longer prompt extends the chain"
+
+
+@PROPERTY
+@given(token_ids=tokens, block_size=st.sampled_from([1, 2, 3, 4, 8]))
+def test_block_hashes_equal_minillm(ex, token_ids, block_size):
+    assert ex.block_hashes(token_ids, block_size) == minillm_block_hashes(token_ids, block_size)
+
+
+def test_longest_cached_prefix_stops_at_first_miss_and_keeps_the_last_token(ex):
+    bs = 4
+    prompt = [9, 9, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]        # 3 full blocks
+    h = ex.block_hashes(prompt, bs)
+    assert ex.longest_cached_prefix(prompt, {}, bs) == []
+    assert ex.longest_cached_prefix(prompt, {h[0]: 7, h[2]: 3}, bs) == [7], \
+        "block 1 is missing: block 2 cannot be used even though it is cached"
+    full = {h[0]: 7, h[1]: 8, h[2]: 3}
+    assert ex.longest_cached_prefix(prompt, full, bs) == [7, 8], \
+        "the block holding the last prompt token is always recomputed"
+    assert ex.longest_cached_prefix(prompt + [6], full, bs) == [7, 8, 3]
+    assert ex.tokens_to_prefill(len(prompt), 2, bs) == 4
+    assert ex.tokens_to_prefill(len(prompt) + 1, 3, bs) == 1
+    assert ex.tokens_to_prefill(len(prompt), 0, bs) == len(prompt)
+
+
+def test_register_blocks_only_full_computed_blocks_first_writer_wins(ex):
+    bs, cache = 4, {}
+    seq_tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]           # 2 full blocks + 2 tokens
+    assert ex.register_blocks(cache, seq_tokens, [5, 6, 7], num_computed_tokens=6, block_size=bs) == 1
+    assert cache == {ex.block_hashes(seq_tokens, bs)[0]: 5}, "block 1 is not fully computed yet"
+    assert ex.register_blocks(cache, seq_tokens, [5, 6, 7], num_computed_tokens=10, block_size=bs) == 1
+    assert len(cache) == 2
+    # another sequence with the same first block in a different physical block
+    assert ex.register_blocks(cache, [1, 2, 3, 4, 0, 0, 0, 0], [11, 12], 8, bs) == 1
+    assert cache[ex.block_hashes(seq_tokens, bs)[0]] == 5, "the first writer keeps the entry"
+
+
+def make_seq(i, token_ids, block_table, num_computed):
+    seq = Sequence(f"r{i}", token_ids, SamplingParams(max_tokens=1))
+    seq.block_table, seq.num_computed_tokens = list(block_table), num_computed
+    return seq
+
+
+@PROPERTY
+@given(prompts=st.lists(tokens.filter(bool), min_size=1, max_size=8),
+       block_size=st.sampled_from([1, 2, 4]))
+def test_same_matches_and_table_as_minillm_prefix_cache(ex, prompts, block_size):
+    """Serve prompts one after another: match, then allocate fresh blocks, then register."""
+    kv = KVCacheManager(4096, block_size, enable_prefix_caching=True)
+    reference = kv.prefix_cache
+    mine: dict[int, int] = {}
+    next_block = 0
+    for i, prompt in enumerate(prompts):
+        probe = make_seq(i, prompt, [], 0)
+        want = reference.match(probe)
+        assert ex.longest_cached_prefix(prompt, mine, block_size) == want
+        fresh = -(-len(prompt) // block_size) - len(want)
+        table = want + list(range(next_block, next_block + fresh))
+        next_block += fresh
+        reference.register(make_seq(i, prompt, table, len(prompt)))
+        ex.register_blocks(mine, prompt, table, len(prompt), block_size)
+        assert mine == reference.block_of
+
+
+def test_cached_tokens_equal_the_engines(ex):
+    """A shared system prompt, requests one after another (simulator, prefix caching on).
+
+    Every prompt starts with the same 22-token system prompt; the last one is only its
+    first 9 tokens. (Requests run one at a time and each re-acquires the shared blocks
+    before it allocates new ones, so minillm's eviction never touches them.)
+    """
+    rng = random.Random(0)
+    bs, system = 4, [rng.randrange(3, 60) for _ in range(22)]
+    prompts = [system + [rng.randrange(3, 60) for _ in range(rng.randrange(0, 7))]
+               for _ in range(6)] + [system[:9]]
+    engine = make_sim_engine(block_size=bs, num_kv_blocks=64, max_num_seqs=2, max_model_len=64,
+                             vocab_size=60, enable_prefix_caching=True)
+    for i, prompt in enumerate(prompts):
+        engine.add_request(f"r{i}", {"prompt_token_ids": prompt},
+                           SamplingParams(max_tokens=3, temperature=0.0), arrival_time=float(i))
+        engine.runner.output_lens[f"r{i}"] = 3
+    trace = run_to_completion(engine, max_steps=1000)
+    engine_cached = [trace.requests[f"r{i}"].num_cached_tokens for i in range(len(prompts))]
+    mine, predicted, next_block = {}, [], 0
+    for prompt in prompts:
+        hits = ex.longest_cached_prefix(prompt, mine, bs)
+        predicted.append(len(prompt) - ex.tokens_to_prefill(len(prompt), len(hits), bs))
+        fresh = -(-len(prompt) // bs) - len(hits)
+        ex.register_blocks(mine, prompt, hits + list(range(1000 + next_block, 1000 + next_block + fresh)),
+                           len(prompt), bs)
+        next_block += fresh
+    assert engine_cached[0] == 0 and sum(engine_cached) > 0, "the workload must hit the cache"
+    assert predicted == engine_cached
