@@ -92,3 +92,20 @@ def test_real_model_trace():
         assert stepper.result["queue_length"] == step.num_waiting
         assert stepper.result["kv_blocks_used"] == step.kv_blocks_used
     assert stepper.result["tokens_generated"] == 2 + 5 + 3
+
+
+def test_preempted_request_leaves_its_slot_and_queues_in_arrival_order():
+    specs = [RequestSpec(f"req-{i}", 8, n, n) for i, n in enumerate((30, 28, 26, 24, 6, 5, 4, 3, 2, 9, 8))]
+    trace = simulate(specs, scheduling="continuous", max_num_seqs=4, block_size=4,
+                     num_kv_blocks=14)
+    k = next(i for i, s in enumerate(trace.steps) if s.preempted)
+    stepper = EngineStepper(trace)
+    stepper.go(k)
+    victim = trace.steps[k].preempted[0]
+    assert stepper.result["preempted"] == trace.steps[k].preempted
+    assert victim not in stepper.result["slots"].values()
+    assert victim in stepper.result["waiting"]
+    # all arrived at t = 0: the queue is in the order the requests were added (req-10 last)
+    order = [f"req-{i}" for i in range(len(specs))]
+    assert stepper.result["waiting"] == sorted(stepper.result["waiting"], key=order.index)
+    assert stepper.result["kv_blocks_used"] == trace.steps[k].kv_blocks_used

@@ -10,7 +10,9 @@ At each step the picture shows
   finished row that still holds its slot pale red, an empty slot grey), with a cursor
   on the current step;
 * **this step** — which request sits in which slot and how many tokens it runs;
-* **the waiting queue** — requests that have arrived but are not in the batch;
+* **the waiting queue** — requests that have arrived by the step's start and are not in
+  the batch, in arrival order (the Trace's `num_waiting` also counts requests whose arrival
+  time is still in the future, so with timed arrivals the two differ);
 * **the KV block map** — blocks in use (grouped by the request that holds them; the
   Trace records how many blocks each step uses, not their physical ids), blocks
   reserved but still empty (a static batch's worst-case reservation), free blocks.
@@ -103,7 +105,8 @@ def replay(trace: Trace) -> list[StepView]:
     block_size = trace.config.get("block_size") or 1
     static = trace.config.get("scheduling") == "static"
     all_token_times = sorted(t for r in requests.values() for t in r.token_times)
-    arrivals = sorted(requests.values(), key=lambda r: (r.arrival_time, r.request_id))
+    order = {rid: k for k, rid in enumerate(requests)}      # the order requests were added
+    arrivals = sorted(requests.values(), key=lambda r: (r.arrival_time, order[r.request_id]))
 
     slot_of: dict[str, int] = {}            # resident request -> its slot
     context: dict[str, int] = {}            # last known context length per request
@@ -369,7 +372,9 @@ class StepperFigure:
             f"step {view.index} of {len(self.views) - 1}  ·  t = {view.end_time:.3f} s  ·  "
             f"running {len(view.running)} ({view.num_prefill_tokens} prefill + "
             f"{view.num_decode_tokens} decode tokens)  ·  idle {len(view.idle)}  ·  "
-            f"waiting {view.queue_length}  ·  tokens generated {view.tokens_generated}")
+            f"waiting {view.queue_length}  ·  tokens generated {view.tokens_generated}"
+            + (f"  ·  preempted: {', '.join(short_id(r) for r in view.preempted)}"
+               if view.preempted else ""))
         by_slot = {s.slot: s for s in view.slots}
         for k, (bar, text) in enumerate(zip(self.slot_bars, self.slot_texts)):
             s = by_slot.get(k, SlotView(k))
