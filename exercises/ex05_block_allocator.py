@@ -1,0 +1,113 @@
+"""Lesson 05 — the paged KV cache's bookkeeping: a block allocator and a block table.
+
+The KV cache is cut into `num_blocks` blocks of `block_size` token slots each. Two
+small objects decide where every token's keys and values go:
+
+* `BlockAllocator` owns the pool of physical block ids 0 … num_blocks-1: a **free
+  list** of the ids nobody uses, and a **reference count** per block (how many
+  sequences use it — more than one once blocks are shared, e.g. a common prompt
+  prefix). A block returns to the free list when its last user lets go; freeing a
+  block that is already free is a bug and must raise at once.
+* `BlockTable` is one sequence's view: the list of physical blocks that hold its
+  tokens, in order. Appending tokens takes new blocks **on demand** — only when the
+  last block is full — and token position `p` lives at
+
+      slot = block_table[p // block_size] * block_size + p % block_size
+
+  which is the row of the flat cache `[num_blocks * block_size, ...]` that the model
+  writes that token's K/V into (`slot_mapping` in the engine).
+
+Your turn: replace each `raise NotImplementedError` with your code, then run the check
+cell at the end of lesson 05 (or `python -m minillm.grading 05`).
+"""
+
+from __future__ import annotations
+
+from collections import deque  # noqa: F401  (a good free list)
+
+
+class BlockAllocator:
+    """A free list + reference counts over block ids 0 … num_blocks-1."""
+
+    def __init__(self, num_blocks: int):
+        """Every block starts free with reference count 0.
+
+        Fill the free list 0, 1, 2, … so a fresh allocator hands out block 0 first
+        (a `deque` popped from the left and appended on the right: both O(1)).
+        """
+        raise NotImplementedError("Your turn: store num_blocks, a free list of every id (lowest first), a reference count of 0 per block")
+
+    @property
+    def num_free(self) -> int:
+        """How many blocks are free right now."""
+        raise NotImplementedError("Your turn: the length of the free list")
+
+    def allocate(self) -> int:
+        """Take a free block, set its reference count to 1 and return its id.
+
+        Raises MemoryError when no block is free (the scheduler should have checked).
+        """
+        raise NotImplementedError("Your turn: take the lowest free id, set its count to 1 (MemoryError if none)")
+
+    def share(self, block_id: int) -> None:
+        """One more user of an allocated block. Sharing a free block raises ValueError."""
+        raise NotImplementedError("Your turn: refuse a free block, else add one reference")
+
+    def free(self, block_id: int) -> None:
+        """Drop one reference; at zero the block goes back to the free list.
+
+        Freeing a block whose count is already 0 (a double free) raises ValueError.
+        """
+        raise NotImplementedError("Your turn: refuse a double free, drop one reference, at 0 back to the free list")
+
+    def ref_count(self, block_id: int) -> int:
+        """How many users block `block_id` has (0: free)."""
+        raise NotImplementedError("Your turn: the block's reference count")
+
+    def _check_id(self, block_id: int) -> None:
+        if not 0 <= block_id < self.num_blocks:
+            raise ValueError(f"block id {block_id} outside 0..{self.num_blocks - 1}")
+
+
+class BlockTable:
+    """One sequence's blocks, taken from `allocator` as its tokens arrive."""
+
+    def __init__(self, allocator: BlockAllocator, block_size: int):
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.allocator = allocator
+        self.block_size = block_size
+        self.blocks: list[int] = []       # physical block ids, in logical order
+        self.num_tokens = 0               # tokens stored so far
+
+    def blocks_needed(self, num_new_tokens: int) -> int:
+        """Extra blocks needed so that `num_new_tokens` more tokens fit.
+
+        Example (block_size 4): 5 tokens stored in 2 blocks; 3 more → 8 tokens still
+        fit in 2 blocks → 0; 4 more → 9 tokens need 3 blocks → 1.
+        """
+        raise NotImplementedError("Your turn: ceil((num_tokens + new) / block_size) - blocks held, at least 0")
+
+    def append_tokens(self, num_new_tokens: int) -> list[int]:
+        """Store `num_new_tokens` more tokens; return the slots they are written to.
+
+        Blocks are allocated on demand (only as many as the new tokens need). If the
+        allocator runs out, nothing changes: give back the blocks taken by this call
+        and let the MemoryError propagate.
+        """
+        raise NotImplementedError("Your turn: allocate the blocks needed (undo them on MemoryError), return the new slots")
+
+    def slot(self, position: int) -> int:
+        """The flat cache row of token `position` (0 <= position < num_tokens).
+
+        A position outside the stored tokens raises IndexError.
+        """
+        raise NotImplementedError("Your turn: blocks[p // block_size] * block_size + p % block_size")
+
+    def slot_mapping(self, start: int, end: int) -> list[int]:
+        """Slots of positions start … end-1, in order."""
+        return [self.slot(p) for p in range(start, end)]
+
+    def free(self) -> None:
+        """Give every block back to the allocator (last block first); the table is empty after."""
+        raise NotImplementedError("Your turn: free every block (last first), then empty the table")

@@ -1,0 +1,135 @@
+"""Lesson 06 — a token-budget scheduler with chunked prefill (分块预填充).
+
+Every step may run at most `max_num_batched_tokens` tokens (the **token budget**).
+Sarathi-Serve's *stall-free* rule spends it in this order:
+
+1. **decodes first** — every running sequence that is generating gets its one token,
+   so a long prompt arriving can never stall the streams already running;
+2. **prefill chunks** — sequences part-way through their prompt get the next piece,
+   as much as the budget left allows;
+3. **newcomers** — waiting requests join (first come, first served) with a first chunk
+   of whatever budget is still left, while a batch slot and KV blocks are free.
+
+A 1,000-token prompt under a 128-token budget thus runs over 8 steps, each one also
+carrying every decode: no single step is ever much longer than a decode step.
+
+Your class plugs into the real engine:
+
+    from minillm import LLM
+    llm = LLM(model, scheduling=ChunkedPrefillScheduler, enable_chunked_prefill=True,
+              max_num_batched_tokens=64)
+
+What you get from `minillm.scheduler.Scheduler` (read its docstrings):
+
+    self.config.max_num_batched_tokens, self.config.max_num_seqs
+    self.running, self.waiting          lists of `Sequence`
+    self.order_key(seq, now)            sort key: smaller runs first (FCFS by default)
+    self.ordered_waiting(now)           the queue in that order
+    self.kv.can_allocate(seq, n)        are the blocks for n more tokens free?
+    self._start_running(seq, now)       move a sequence from waiting to running
+    scheduled_row(seq, n)               a plan row: run n tokens of seq
+
+and from `Sequence`: `num_uncomputed_tokens` (tokens whose K/V are not cached yet:
+1 for a decode, more during a prefill) and `in_prefill` (more than one uncomputed).
+
+`take_blocks` (given) gets a running sequence the KV blocks its tokens need, preempting
+the latest arrival by recompute when the cache is full.
+
+Your turn: replace each `raise NotImplementedError` with your code, then run the check
+cell at the end of lesson 06 (or `python -m minillm.grading 06`).
+"""
+
+from __future__ import annotations
+
+from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
+from minillm.sequence import Sequence
+
+
+class ChunkedPrefillScheduler(Scheduler):
+    name = "ex06-chunked"
+
+    def schedule(self, now: float) -> SchedulerOutput:
+        """One step's plan: decodes, then prefill chunks, then newcomers (given)."""
+        out = SchedulerOutput(num_slots=self.config.max_num_seqs)
+        budget = self.config.max_num_batched_tokens
+        budget = self.schedule_decodes(out, budget, now)
+        budget = self.schedule_prefill_chunks(out, budget, now)
+        if not out.preempted:                  # memory is short: nobody new this step
+            self.admit_waiting(out, budget, now)
+        return out
+
+    # ------------------------------------------------------------------ your part
+    def schedule_decodes(self, out: SchedulerOutput, budget: int, now: float) -> int:
+        """Plan one token for every running sequence that is decoding; return the budget left.
+
+        Decoding = not `in_prefill`. Go in `order_key` order, stop when the budget is
+        spent, call `take_blocks(seq, 1, out, now)` first (skip the sequence if it
+        returns False: it was preempted), then append `scheduled_row(seq, 1)` to
+        `out.scheduled`.
+        """
+        decoding = sorted((s for s in self.running if not s.in_prefill),
+                          key=lambda s: self.order_key(s, now))
+        for seq in decoding:
+            if budget == 0:
+                break
+            if seq not in self.running or not self.take_blocks(seq, 1, out, now):
+                continue
+            out.scheduled.append(scheduled_row(seq, 1))
+            budget -= 1
+        return budget
+
+    def schedule_prefill_chunks(self, out: SchedulerOutput, budget: int, now: float) -> int:
+        """Give running sequences that are mid-prompt their next chunk; return the budget left.
+
+        Chunk = min(uncomputed tokens, budget left). Same order and `take_blocks` rule
+        as the decodes.
+        """
+        prefilling = sorted((s for s in self.running if s.in_prefill),
+                            key=lambda s: self.order_key(s, now))
+        for seq in prefilling:
+            if budget == 0:
+                break
+            chunk = min(seq.num_uncomputed_tokens, budget)
+            if seq not in self.running or not self.take_blocks(seq, chunk, out, now):
+                continue
+            out.scheduled.append(scheduled_row(seq, chunk))
+            budget -= chunk
+        return budget
+
+    def admit_waiting(self, out: SchedulerOutput, budget: int, now: float) -> None:
+        """Let waiting requests join with a first chunk, in `ordered_waiting` order.
+
+        Stop at the first one that cannot join — no budget left, all `max_num_seqs`
+        slots taken, or its chunk's blocks not free (`kv.can_allocate`): skipping the
+        head of the queue would break first-come-first-served. To join:
+        `_start_running(seq, now)`, `kv.allocate(seq, chunk)`, append the row.
+        """
+        for seq in self.ordered_waiting(now):
+            if budget == 0 or len(self.running) >= self.config.max_num_seqs:
+                break
+            chunk = min(seq.num_uncomputed_tokens, budget)
+            if not self.kv.can_allocate(seq, chunk):
+                break
+            self._start_running(seq, now)
+            self.kv.allocate(seq, chunk)
+            out.scheduled.append(scheduled_row(seq, chunk))
+            budget -= chunk
+
+    # ------------------------------------------------------------------ given
+    def take_blocks(self, seq: Sequence, num_new: int, out: SchedulerOutput, now: float) -> bool:
+        """Allocate the blocks `seq` needs for `num_new` tokens, preempting if the cache is full.
+
+        The victim is the running sequence that comes last in `order_key` order and is
+        not planned yet this step (or `seq` itself if there is no other): it loses its
+        blocks and waits to be recomputed. Returns False if `seq` itself was preempted.
+        """
+        planned = {id(row.seq) for row in out.scheduled}
+        while not self.kv.can_allocate(seq, num_new):
+            others = [s for s in self.running if s is not seq and id(s) not in planned]
+            victim = max(others, key=lambda s: self.order_key(s, now)) if others else seq
+            self.preempt(victim)
+            out.preempted.append(victim)
+            if victim is seq:
+                return False
+        self.kv.allocate(seq, num_new)
+        return True
