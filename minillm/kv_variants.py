@@ -1,0 +1,97 @@
+"""Time × space: the four ways to combine batching and KV memory management.
+
+Serving wastes resources along two axes, and each technique fixes one:
+
+* **time** — continuous batching (连续批处理): a finished sequence leaves at the end
+  of its step and a waiting one takes its slot (vs static batching: the whole batch
+  waits for its longest member);
+* **space** — paged KV cache (分页KV缓存, PagedAttention): a sequence takes KV blocks
+  one at a time as it grows (vs a contiguous reservation of `prompt + max_tokens` made
+  when it is admitted).
+
+minillm's two built-in schedulers are the diagonal: `StaticScheduler` (static +
+contiguous: what `model.generate(batch)` and FasterTransformer did) and
+`ContinuousScheduler` (continuous + paged: vLLM). This module adds the two
+half-solutions, so each failure mode can be measured on its own:
+
+* `ReservingContinuousScheduler` — continuous batching whose admissions reserve
+  `prompt + max_tokens` contiguously. This is the "Orca (Max)" baseline of the vLLM
+  paper. A slot frees up every step, but a newcomer joins only if a free *run* of
+  blocks covers its worst case: slots sit empty while requests wait — "free seats,
+  but nobody fits".
+* `PagedStaticScheduler` — paged blocks, but request-level scheduling: a new batch
+  is admitted only when every member of the last one has finished. Memory is used
+  well while the batch is full, then the blocks freed by early finishers stay free
+  while the queue waits for the straggler.
+
+`make_variant_engine` / `simulate_variant` build a simulated engine with any of the
+four (the simulator's `make_sim_engine` takes only the built-in names).
+"""
+
+from __future__ import annotations
+
+from minillm.continuous_scheduler import ContinuousScheduler
+from minillm.scheduler import SchedulerOutput, scheduled_row
+from minillm.simulate import add_workload, make_sim_engine, run_to_completion
+from minillm.static_scheduler import StaticScheduler
+from minillm.trace import Trace
+
+
+class ReservingContinuousScheduler(ContinuousScheduler):
+    """Continuous batching on a contiguous KV reservation (vLLM paper: "Orca (Max)")."""
+
+    name = "continuous+contiguous"
+
+    def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+        for seq in self.ordered_waiting(now):
+            if len(self.running) >= self.config.max_num_seqs:
+                break
+            num_new = seq.num_uncomputed_tokens
+            if num_new > budget or not self.kv.reserve_contiguous(seq):
+                break                     # FCFS: the head waits; nobody jumps the queue
+            self._start_running(seq, now)
+            out.scheduled.append(scheduled_row(seq, num_new))
+            budget -= num_new
+        # Once reserved, a sequence never needs another block: `allocate` finds its
+        # table long enough, so it can never be preempted either.
+
+
+class PagedStaticScheduler(ContinuousScheduler):
+    """Paged KV blocks, request-level batches: nobody joins until the batch is empty."""
+
+    name = "static+paged"
+
+    def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+        if self.running:                  # the batch in flight must finish first
+            return
+        super()._admit_waiting(out, now, budget)
+
+
+VARIANTS = {
+    "static+contiguous": StaticScheduler,
+    "continuous+contiguous": ReservingContinuousScheduler,
+    "static+paged": PagedStaticScheduler,
+    "continuous+paged": ContinuousScheduler,
+}
+
+
+def make_variant_engine(variant: str, **engine_kwargs):
+    """A simulated engine (`make_sim_engine` keywords) running one of the `VARIANTS`."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {tuple(VARIANTS)}, got {variant!r}")
+    if "scheduling" in engine_kwargs:
+        raise TypeError("pass the variant instead of scheduling=")
+    engine = make_sim_engine("continuous", **engine_kwargs)
+    built = engine.scheduler
+    engine.scheduler = VARIANTS[variant](built.config, built.kv)
+    engine.config["scheduling"] = variant
+    engine.trace = Trace(config=engine.config)
+    return engine
+
+
+def simulate_variant(workload, variant: str, max_steps: int | None = None,
+                     **engine_kwargs) -> Trace:
+    """Run `workload` on the simulator under one of the four variants; return the Trace."""
+    engine = make_variant_engine(variant, **engine_kwargs)
+    add_workload(engine, workload)
+    return run_to_completion(engine, max_steps)
