@@ -39,6 +39,12 @@ def _prepare(args) -> int:
     return 0
 
 
+def _quiet_transformers() -> None:
+    """No per-tensor progress bars from transformers in a terminal tool."""
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--model", default="smollm2-135m")
     prep.set_defaults(func=_prepare)
     args = parser.parse_args(argv)
+    _quiet_transformers()
     try:
         return args.func(args)
     except (ValueError, TypeError) as err:
