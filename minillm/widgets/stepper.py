@@ -44,6 +44,8 @@ from minillm.widgets.style import COLORS
 EMPTY, PREFILL, DECODE, IDLE, HELD = range(5)
 STATE_NAMES = ("empty", "prefill", "decode", "idle", "held")
 STATE_COLORS = (COLORS["free"], COLORS["prefill"], COLORS["decode"], COLORS["idle"], "#B8B8B8")
+STATE_LABELS = {PREFILL: "prefill", DECODE: "decode", IDLE: "finished, slot idle",
+                HELD: "in batch, no work", EMPTY: "empty slot"}
 KV_USED = ("#5B6C8F", "#8E9CBD")      # two shades so neighbouring owners stay apart
 KV_UNKNOWN = "#9A9A9A"                 # used blocks the replay cannot attribute
 MAX_QUEUE_SHOWN = 20
@@ -218,7 +220,7 @@ def _rgb(grid: np.ndarray) -> np.ndarray:
 
 
 def draw_slot_timeline(ax, trace_or_views, title: str | None = None, cursor: int | None = None):
-    """Slots × steps chart of a Trace on `ax` (also used by lessons 03 and 04)."""
+    """Slots × steps chart of a Trace (or of its `replay`) on `ax`; returns the state grid."""
     views = trace_or_views if isinstance(trace_or_views, list) else replay(trace_or_views)
     grid = slot_states(views)
     ax.imshow(_rgb(grid), aspect="auto", interpolation="nearest",
@@ -234,15 +236,6 @@ def draw_slot_timeline(ax, trace_or_views, title: str | None = None, cursor: int
     if title:
         ax.set_title(title, loc="left")
     return grid
-
-
-def state_legend(ax, states=(PREFILL, DECODE, IDLE, EMPTY), **kwargs):
-    from matplotlib.patches import Patch
-    labels = {EMPTY: "empty slot", PREFILL: "prefill", DECODE: "decode",
-              IDLE: "finished, slot idle", HELD: "in batch, no work this step"}
-    handles = [Patch(color=STATE_COLORS[s], label=labels[s]) for s in states]
-    return ax.legend(handles=handles, **{"ncol": len(states), "loc": "upper left",
-                                         "bbox_to_anchor": (0, -0.12), **kwargs})
 
 
 def short_id(request_id: str) -> str:
@@ -299,42 +292,48 @@ class StepperFigure:
     Axes are placed in inches by hand; no `bbox_inches="tight"` (a second render).
     """
 
+    WIDTH = 11.0          # inches; panels: timeline + queue on the left, snapshot + KV right
+
     def __init__(self, views: list[StepView], block_size: int, title: str = "", dpi: int = 90):
         from matplotlib.figure import Figure
-        from matplotlib.patches import Patch, Rectangle
-        self.views, self.block_size = views, block_size
-        num_slots = max(len(v.slots) for v in views)
-        head, slots_h, gap, bottom_h, legend_h = 0.95, max(1.3, 0.3 * num_slots), 0.55, 1.0, 0.4
-        width, height = 11.0, head + slots_h + gap + bottom_h + legend_h
-        self.fig = fig = Figure(figsize=(width, height), dpi=dpi)
-        self.dpi = dpi
+        self.views, self.block_size, self.dpi = views, block_size, dpi
+        self.num_slots = max(len(v.slots) for v in views)
+        slots_h = max(1.3, 0.3 * self.num_slots)
+        #          legend   KV / queue   gap    slot panels   header
+        self.height = 0.4 + 1.0 + 0.55 + slots_h + 0.95
+        self.fig = Figure(figsize=(self.WIDTH, self.height), dpi=dpi)
+        self.fig.text(0.65 / self.WIDTH, 1 - 0.25 / self.height, title or "engine stepper",
+                      fontsize=11, weight="bold", va="center")
+        self.headline = self.fig.text(0.65 / self.WIDTH, 1 - 0.52 / self.height, "",
+                                      fontsize=9.5, va="center")
+        self._build_timeline(self._axes(0.65, 1.95, 6.55, slots_h))
+        self._build_snapshot(self._axes(7.45, 1.95, 3.45, slots_h))
+        self._build_queue(self._axes(0.65, 0.4, 6.55, 0.7))
+        self._build_kv(self._axes(7.45, 0.4, 3.45, 1.0))
+        self._build_legend()
 
-        def axes(left, bottom, w, h):          # inches → figure fractions
-            return fig.add_axes((left / width, bottom / height, w / width, h / height))
+    def _axes(self, left, bottom, width, height):
+        """New axes at a position given in inches."""
+        w, h = self.WIDTH, self.height
+        return self.fig.add_axes((left / w, bottom / h, width / w, height / h))
 
-        y_bottom, y_slots = legend_h, legend_h + bottom_h + gap
-        fig.text(0.65 / width, 1 - 0.25 / height, title or "engine stepper", fontsize=11,
-                 weight="bold", va="center")
-        self.headline = fig.text(0.65 / width, 1 - 0.52 / height, "", fontsize=9.5, va="center")
-
-        # slots × steps, drawn once; only the cursor moves
-        ax = axes(0.65, y_slots, 6.55, slots_h)
-        draw_slot_timeline(ax, views, title="batch slots × engine steps")
+    # ------------------------------------------------------------------ built once
+    def _build_timeline(self, ax) -> None:
+        draw_slot_timeline(ax, self.views, title="batch slots × engine steps")
         ax.set_xlabel("engine step", labelpad=1)
-        self.cursor = ax.axvline(0, color=COLORS["text"], lw=1.5)
+        self.cursor = ax.axvline(0, color=COLORS["text"], lw=1.5)       # only this moves
 
-        # this step: one bar + one label per slot
-        ax = axes(7.45, y_slots, 3.45, slots_h)
-        ax.set_xlim(0, 1), ax.set_ylim(num_slots - 0.5, -0.5), ax.axis("off")
+    def _build_snapshot(self, ax) -> None:
+        from matplotlib.patches import Rectangle
+        n = self.num_slots
+        ax.set_xlim(0, 1), ax.set_ylim(n - 0.5, -0.5), ax.axis("off")
         ax.set_title("this step", loc="left")
-        fontsize = 9 if num_slots <= 10 else max(5, 9 - (num_slots - 10) // 3)
-        self.slot_bars = [ax.add_patch(Rectangle((0, k - 0.42), 1, 0.84, lw=0))
-                          for k in range(num_slots)]
-        self.slot_texts = [ax.text(0.03, k, "", va="center", fontsize=fontsize)
-                           for k in range(num_slots)]
+        fontsize = 9 if n <= 10 else max(5, 9 - (n - 10) // 3)
+        self.slot_bars = [ax.add_patch(Rectangle((0, k - 0.42), 1, 0.84, lw=0)) for k in range(n)]
+        self.slot_texts = [ax.text(0.03, k, "", va="center", fontsize=fontsize) for k in range(n)]
 
-        # the waiting queue: a row of boxes, hidden when not needed
-        ax = axes(0.65, y_bottom, 6.55, bottom_h * 0.7)
+    def _build_queue(self, ax) -> None:
+        from matplotlib.patches import Rectangle
         ax.axis("off"), ax.set_xlim(0, MAX_QUEUE_SHOWN + 2.5), ax.set_ylim(-0.7, 0.7)
         self.queue_title = ax.set_title("", loc="left")
         self.queue_boxes = [ax.add_patch(Rectangle((k + 0.05, -0.4), 0.9, 0.8,
@@ -344,37 +343,31 @@ class StepperFigure:
                                     color="white") for k in range(MAX_QUEUE_SHOWN)]
         self.queue_more = ax.text(MAX_QUEUE_SHOWN + 0.2, 0, "", va="center", fontsize=9)
 
-        # the KV block map: an image, one cell per block
-        n = views[0].num_kv_blocks
-        self.kv_cols = int(min(64, max(8, math.ceil(math.sqrt(3 * n)))))
+    def _build_kv(self, ax) -> None:
+        n = self.views[0].num_kv_blocks
+        self.kv_cols = int(min(64, max(8, math.ceil(math.sqrt(3 * n)))))   # a wide grid
         self.kv_rows = cdiv(n, self.kv_cols)
-        self.kv_px = 6 if self.kv_cols <= 32 else 2
-        ax = axes(7.45, y_bottom, 3.45, bottom_h)
-        self.kv_axes = ax
+        self.kv_px = 6 if self.kv_cols <= 32 else 2                          # pixels per block
         self.kv_image = ax.imshow(_kv_image([], self.kv_cols, self.kv_rows, self.kv_px),
                                   aspect="auto", interpolation="nearest")
         ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
         self.kv_title = ax.set_title("", loc="left")
 
-        labels = {PREFILL: "prefill", DECODE: "decode", IDLE: "finished, slot idle",
-                  HELD: "in batch, no work", EMPTY: "empty slot"}
-        handles = [Patch(color=STATE_COLORS[s], label=t) for s, t in labels.items()]
+    def _build_legend(self) -> None:
+        from matplotlib.patches import Patch
+        handles = [Patch(color=STATE_COLORS[s], label=t) for s, t in STATE_LABELS.items()]
         handles += [Patch(color=COLORS["waiting"], label="waiting"),
                     Patch(color=KV_USED[0], label="KV block in use"),
                     Patch(color=COLORS["idle"], label="KV reserved, empty")]
-        fig.legend(handles=handles, ncol=len(handles), loc="lower left", fontsize=7.5,
-                   bbox_to_anchor=(0.55 / width, 0.02), handlelength=1.2, columnspacing=1.0)
+        self.fig.legend(handles=handles, ncol=len(handles), loc="lower left", fontsize=7.5,
+                        bbox_to_anchor=(0.55 / self.WIDTH, 0.02), handlelength=1.2,
+                        columnspacing=1.0)
 
+    # ------------------------------------------------------------------ per step
     def update(self, index: int) -> None:
         view = self.views[index]
         self.cursor.set_xdata([index, index])
-        self.headline.set_text(
-            f"step {view.index} of {len(self.views) - 1}  ·  t = {view.end_time:.3f} s  ·  "
-            f"running {len(view.running)} ({view.num_prefill_tokens} prefill + "
-            f"{view.num_decode_tokens} decode tokens)  ·  idle {len(view.idle)}  ·  "
-            f"waiting {view.queue_length}  ·  tokens generated {view.tokens_generated}"
-            + (f"  ·  preempted: {', '.join(short_id(r) for r in view.preempted)}"
-               if view.preempted else ""))
+        self.headline.set_text(_headline(view, len(self.views)))
         by_slot = {s.slot: s for s in view.slots}
         for k, (bar, text) in enumerate(zip(self.slot_bars, self.slot_texts)):
             s = by_slot.get(k, SlotView(k))
@@ -402,6 +395,16 @@ class StepperFigure:
         buffer = io.BytesIO()
         self.fig.savefig(buffer, format="png", dpi=self.dpi)
         return buffer.getvalue()
+
+
+def _headline(view: StepView, num_steps: int) -> str:
+    text = (f"step {view.index} of {num_steps - 1}  ·  t = {view.end_time:.3f} s  ·  "
+            f"running {len(view.running)} ({view.num_prefill_tokens} prefill + "
+            f"{view.num_decode_tokens} decode tokens)  ·  idle {len(view.idle)}  ·  "
+            f"waiting {view.queue_length}  ·  tokens generated {view.tokens_generated}")
+    if view.preempted:
+        text += f"  ·  preempted: {', '.join(short_id(r) for r in view.preempted)}"
+    return text
 
 
 def render_step(views: list[StepView], index: int, block_size: int, title: str = "") -> bytes:
