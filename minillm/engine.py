@@ -140,9 +140,12 @@ class LLMEngine:
         if plan.is_empty:
             # legal only right after a preemption (nobody joins in that step); an idle
             # engine that admits nobody would loop forever, so say so instead
-            if not plan.preempted and not self.scheduler.running and self.scheduler.waiting:
-                raise RuntimeError("scheduler could not admit any waiting request "
-                                   "into an idle engine; this is a bug")
+            if not plan.preempted and (self.scheduler.running or self.scheduler.waiting):
+                raise RuntimeError(
+                    f"{type(self.scheduler).__name__}.schedule() returned an empty plan with "
+                    f"{len(self.scheduler.running)} running and {len(self.scheduler.waiting)} "
+                    "waiting requests and no preemption: it must schedule at least one "
+                    "sequence, or the engine would spin forever")
             self._record_step(plan, now, now)
             return []
         tokens = self.runner.execute(plan)
@@ -211,7 +214,7 @@ class LLMEngine:
             index=len(self.trace.steps), start_time=start, end_time=end, scheduled=entries,
             preempted=[s.request_id for s in plan.preempted],
             idle=[s.request_id for s in plan.idle], num_slots=plan.num_slots,
-            num_waiting=len(self.scheduler.waiting) + len(self._pending),
+            num_waiting=len(self.scheduler.waiting),     # arrived and queued
             kv_blocks_used=kv.num_blocks - kv.num_free_blocks, kv_blocks_free=kv.num_free_blocks,
             kv_tokens_held=sum(s.num_computed_tokens for s in holders if s.block_table),
             num_swapped_out_blocks=len(plan.swap_out), num_swapped_in_blocks=len(plan.swap_in)))
