@@ -85,7 +85,8 @@ def _child(out_dir: str) -> None:
 def kernel_outputs(tmp_path_factory):
     """{case: output tensor or error message} from one child process."""
     out_dir = tmp_path_factory.mktemp("ex07")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
     try:
         proc = subprocess.run([sys.executable, __file__, str(out_dir)], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
