@@ -194,8 +194,7 @@ def draw_slot_grids(traces: dict[str, Trace], title: str | None = None):
         ax.set_ylabel("slot")
         ax.grid(False)
         ax.set_yticks(range(0, slots, max(1, int(np.ceil(slots / 8)))))
-        ax.set_title(f"{name}: {n['iterations']} iterations, "
-                     f"{n['idle_fraction']:.1%} of slot-iterations idle "
+        ax.set_title(f"{name}: {n['iterations']} iterations, {n['idle_fraction']:.1%} idle "
                      f"({n['held_idle_fraction']:.1%} held by finished rows, "
                      f"{n['empty_fraction']:.1%} empty)", loc="left")
     axes[-1, 0].set_xlabel("iteration (engine step)")
