@@ -1,0 +1,60 @@
+"""Command line of the engine benchmark; see `minillm/bench/__init__.py`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from minillm.bench.experiments import EXPERIMENTS, BenchConfig
+
+
+def parse_args(argv=None) -> BenchConfig:
+    import minillm.bench as package
+    parser = argparse.ArgumentParser(prog="python -m minillm.bench", description=package.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small workloads and one round")
+    parser.add_argument("--peers", action="store_true",
+                        help="compare with transformers (and vLLM with --vllm-python)")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated experiments among {','.join(EXPERIMENTS)} "
+                             "(default: all; with --peers: none)")
+    parser.add_argument("--out", default="bench-results", help="folder for JSON and PNGs")
+    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3, quick 1)")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-num-seqs", type=int, default=16)
+    parser.add_argument("--chunk-budget", type=int, default=256,
+                        help="max_num_batched_tokens with chunked prefill")
+    parser.add_argument("--vllm-python", default=os.environ.get("MINILLM_VLLM_PYTHON"),
+                        help="python of a virtualenv where vLLM is installed")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.only is not None:
+        chosen = tuple(e for e in args.only.split(",") if e)
+        unknown = set(chosen) - set(EXPERIMENTS)
+        if unknown:
+            parser.error(f"unknown experiment(s) {sorted(unknown)}; choose from {EXPERIMENTS}")
+    else:
+        chosen = () if args.peers else EXPERIMENTS
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    if rounds < 1:
+        parser.error("--rounds must be >= 1")
+    return BenchConfig(model=args.model, quick=args.quick, rounds=rounds, seed=args.seed,
+                       threads=args.threads, dtype=args.dtype, max_num_seqs=args.max_num_seqs,
+                       chunk_budget=args.chunk_budget, experiments=chosen, peers=args.peers,
+                       vllm_python=args.vllm_python, out=args.out, progress=not args.no_progress)
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = parse_args(argv)
+    from minillm.bench.run import run_bench
+    run_bench(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

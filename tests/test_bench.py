@@ -1,0 +1,219 @@
+"""The benchmark's own code: workloads, A/B bookkeeping, roofline arithmetic, tables.
+
+No timed assertions here — speed targets live in the bench's output. What is checked is
+everything a wrong number could come from: the seeded workloads, the alternation order,
+the paired ratios, the roofline formulas, the "exact token counts" guard, and the
+experiments end to end on the tiny random Llama and the simulator (their scheduling
+quantities — slot utilisation, concurrency under a KV budget — are deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from minillm.bench import ab, report, roofline
+from minillm.bench import workloads as wl
+from minillm.bench.engine_runs import check_output_lengths, kv_blocks_for
+from minillm.bench.experiments import Bench, BenchConfig
+from minillm.model_loader import build_tiny_llama
+from minillm.trace import RequestRecord, Trace
+from minillm.workload import RequestSpec
+
+pytestmark = pytest.mark.unit
+
+
+# ------------------------------------------------------------------ workloads
+
+def test_throughput_workload_is_seeded_heavy_tailed_and_large_enough():
+    specs = wl.throughput_workload(seed=0)
+    assert len(specs) >= 48                                   # the issue's minimum
+    assert specs == wl.throughput_workload(seed=0)            # same seed, same requests
+    assert specs != wl.throughput_workload(seed=1)
+    outs = sorted(s.output_len for s in specs)
+    assert outs[-1] >= 8 * outs[len(outs) // 2]               # a heavy tail: max >> median
+    assert all(s.max_tokens == s.output_len and s.arrival_time == 0.0 for s in specs)
+
+
+def test_chunked_workload_long_prompts_arrive_while_streams_decode():
+    shape = wl.FULL_CHUNKED
+    specs = wl.chunked_workload(shape, seed=0)
+    streams = [s for s in specs if s.request_id.startswith("stream-")]
+    longs = [s for s in specs if s.request_id.startswith("long-")]
+    assert len(streams) == shape.num_streams and len(longs) == shape.num_long
+    assert all(s.arrival_time == 0.0 for s in streams)
+    arrivals = [s.arrival_time for s in longs]
+    assert arrivals == sorted(arrivals) and arrivals[0] == pytest.approx(shape.long_start)
+    assert len(set(arrivals)) == len(arrivals)                # Poisson gaps, not a burst
+    assert all(shape.long_prompt_low <= s.prompt_len <= shape.long_prompt_high for s in longs)
+
+
+class _WordTokenizer:
+    """Enough of a tokenizer for prompt_token_ids: one id per word."""
+
+    def __call__(self, text, add_special_tokens=False):
+        class Out:
+            input_ids = [len(w) for w in text.split()]
+        return Out()
+
+
+def test_prompt_token_ids_have_exact_lengths_with_and_without_tokenizer():
+    specs = [RequestSpec(f"r{i}", n, 1, 1) for i, n in enumerate((1, 5, 300, 2000))]
+    for tokenizer in (None, _WordTokenizer()):
+        prompts = wl.prompt_token_ids(specs, 256, tokenizer, seed=0)
+        assert [len(p) for p in prompts] == [1, 5, 300, 2000]
+        assert all(0 <= t < 256 for p in prompts for t in p)
+        assert prompts == wl.prompt_token_ids(specs, 256, tokenizer, seed=0)
+    assert prompts[1] != prompts[2][:5]                       # requests start at different offsets
+
+
+def test_peer_workload_has_64_distinct_questions_and_skewed_lengths():
+    assert len(set(wl.chat_questions(64))) == 64
+    lens = wl.peer_output_lengths(seed=0)
+    assert len(lens) == 64 and lens == wl.peer_output_lengths(seed=0)
+    assert max(lens) >= 4 * sorted(lens)[32]
+    with pytest.raises(ValueError):
+        wl.chat_questions(65)
+
+
+# ------------------------------------------------------------------ A/B bookkeeping
+
+def test_alternation_reverses_every_other_round():
+    calls = []
+    runners = {name: (lambda name=name: calls.append(name) or {"x": len(calls)}) for name in "ABC"}
+    results = ab.alternate(runners, rounds=3)
+    assert calls == list("ABCCBAABC")
+    assert [r["x"] for r in results["A"]] == [1, 6, 7]
+    with pytest.raises(ValueError):
+        ab.alternate(runners, rounds=0)
+
+
+def test_paired_ratios_pair_runs_of_the_same_round():
+    results = {"fast": [{"t": 10.0}, {"t": 30.0}, {"t": 9.0}],
+               "slow": [{"t": 5.0}, {"t": 10.0}, {"t": 3.0}]}
+    assert ab.paired_ratios(results, "fast", "slow", "t") == [2.0, 3.0, 3.0]
+    s = ab.summary([2.0, float("nan"), 4.0])
+    assert (s["median"], s["min"], s["max"]) == (3.0, 2.0, 4.0)
+    assert math.isnan(ab.median([]))
+
+
+# ------------------------------------------------------------------ roofline
+
+def test_decode_cost_counts_every_weight_once_and_the_tied_head():
+    from minillm.model import LlamaModel
+    hf = build_tiny_llama(seed=0)
+    model = LlamaModel.from_hf(hf)
+    cost = roofline.decode_cost(model)
+    params = sum(p.numel() for p in hf.parameters())          # tied: embedding counted once
+    assert cost.weight_bytes == 4 * params
+    cfg = hf.config
+    assert cost.kv_bytes_per_token == 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * 16 * 4
+    assert cost.step_bytes(2, 10) == cost.weight_bytes + 2 * 11 * cost.kv_bytes_per_token
+
+
+def test_ceiling_is_memory_bound_at_batch_1_and_compute_bound_when_large():
+    cost = roofline.DecodeCost(weight_bytes=500_000_000, matmul_params=125_000_000,
+                               kv_bytes_per_token=46_080, attn_flops_per_pair=69_120,
+                               element_size=4)
+    small = roofline.ceiling(cost, 1, 128, bandwidth_gb_s=20.0, peak_gflop_s=200.0)
+    large = roofline.ceiling(cost, 64, 128, bandwidth_gb_s=20.0, peak_gflop_s=200.0)
+    assert small["bound"] == "memory" and large["bound"] == "compute"
+    assert small["step_s"] == pytest.approx(cost.step_bytes(1, 128) / 20e9)
+    assert large["tokens_per_s"] == pytest.approx(64 / (cost.step_flops(64, 128) / 200e9))
+
+
+# ------------------------------------------------------------------ checks and report
+
+def test_wrong_token_counts_are_refused():
+    trace = Trace(requests={"a": RequestRecord("a", 0.0, 3, 5, output_len=4)})
+    with pytest.raises(RuntimeError, match="wrong number of tokens"):
+        check_output_lengths(trace, [RequestSpec("a", 3, 5, 5)])
+    check_output_lengths(trace, [RequestSpec("a", 3, 4, 5)])
+
+
+def test_kv_blocks_fit_a_full_batch_of_the_largest_request():
+    specs = [RequestSpec("a", 10, 7, 7), RequestSpec("b", 30, 5, 40)]
+    assert kv_blocks_for(specs, max_num_seqs=4, block_size=16) == 4 * 5 + 1
+
+
+def test_report_shows_ratios_targets_and_writes_strict_json(tmp_path):
+    line = report.ratio_line("continuous / static", ab.summary([3.1, 2.9, 3.3]), 2.5)
+    assert "3.10×" in line and "met" in line and "NOT" not in line
+    assert "NOT met" in report.ratio_line("x", ab.summary([1.0]), 2.5)
+    text = report.table(["", "a", "b"], [["row", 1, 22]])
+    assert text.splitlines()[2].split() == ["row", "1", "22"]
+    report.write_json(tmp_path / "r.json", {"x": float("nan"), "y": [1.5, float("inf")]})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"x": None, "y": [1.5, None]}
+
+
+# ------------------------------------------------------------------ experiments, small
+
+@pytest.fixture
+def tiny_bench(monkeypatch, tmp_path):
+    monkeypatch.setattr(wl, "QUICK_THROUGHPUT", wl.ThroughputShape(
+        num_requests=6, prompt_median=8, prompt_cap=16, output_minimum=1, output_alpha=1.0,
+        output_cap=12))
+    threads = torch.get_num_threads()
+    config = BenchConfig(model=build_tiny_llama(seed=0), quick=True, rounds=1, threads=threads,
+                         max_num_seqs=4, out=str(tmp_path), progress=False)
+    yield Bench(config)
+    torch.set_num_threads(threads)
+
+
+def test_throughput_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
+    from minillm.bench.experiments import throughput
+    r = throughput(tiny_bench)
+    specs = wl.throughput_workload(wl.QUICK_THROUGHPUT, seed=0)
+    for mode in ("static", "continuous", "chunked"):
+        assert r["medians"][mode]["generated_tokens"] == sum(s.output_len for s in specs)
+    # scheduling quantities are deterministic: continuous keeps more slots busy
+    assert r["medians"]["static"]["slot_utilization"] < r["medians"]["continuous"]["slot_utilization"]
+    assert r["medians"]["static"]["num_steps"] > r["medians"]["continuous"]["num_steps"]
+    assert len(r["ratios"]["continuous/static"]["values"]) == 1
+    report.plot_throughput(r, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 0
+    assert "continuous / static" in report.throughput_text(r)
+
+
+def test_kv_budget_paged_holds_more_sequences_than_contiguous(tiny_bench):
+    from minillm.bench.experiments import kv_budget
+    r = kv_budget(tiny_bench)
+    assert r["runner"] == "simulator"
+    assert r["continuous"]["max_concurrent"] > r["static"]["max_concurrent"]
+    assert r["continuous"]["kv_waste"] < r["static"]["kv_waste"]
+
+
+def test_hf_generate_counts_only_useful_tokens():
+    from minillm.bench.peers import hf_generate_static
+    model = build_tiny_llama(seed=0)
+    r = hf_generate_static(model, [[3, 4, 5], [6, 7], [8]], [2, 5, 3], batch_size=2, pad_id=0)
+    assert r["useful_tokens"] == 10
+    assert r["computed_tokens"] == 2 * 5 + 1 * 3              # each batch runs to its longest
+    assert model.generation_config.eos_token_id == 1          # restored afterwards
+
+
+def test_vllm_is_skipped_with_a_reason_when_absent():
+    from minillm.bench.peers import vllm_status
+    assert "skipped" in vllm_status(None)
+    assert "skipped" in vllm_status("/nonexistent/python")
+
+
+def test_cli_runs_the_simulator_experiments(tmp_path, capsys):
+    from minillm.bench.__main__ import main
+    threads = torch.get_num_threads()
+    assert main(["--quick", "--only", "kv_budget,simulator", "--out", str(tmp_path),
+                 "--no-progress", "--threads", str(threads)]) == 0
+    out = capsys.readouterr().out
+    assert "Fixed KV budget" in out and "Simulator" in out and "load average" in out
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data["simulator"]["num_requests"] == 200
+    assert (tmp_path / "kv_budget.png").exists()
+
+
+def test_cli_rejects_unknown_experiments():
+    from minillm.bench.__main__ import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "nonsense"])
