@@ -349,18 +349,20 @@ class LabServer:
 class Browser:
     """Headless Debian Chromium driven by Python Playwright (fresh profile each launch)."""
 
-    def __init__(self, marker: str):
+    def __init__(self, marker: str, playwright=None):
         self.marker = marker
-        self.playwright = None
+        self.playwright = playwright             # one sync Playwright per thread: share it
+        self.own_driver = playwright is None
         self.browser = None
-        self.driver: set[Proc] = set()           # Playwright's node driver
+        self.driver: set[Proc] = set()           # Playwright's node driver, if ours
         self.chromium: set[Proc] = set()
 
     def start(self) -> None:
-        from playwright.sync_api import sync_playwright
-        before = {p.pid for p in children_of(os.getpid())}
-        self.playwright = sync_playwright().start()
-        self.driver = {p for p in children_of(os.getpid()) if p.pid not in before}
+        if self.own_driver:
+            from playwright.sync_api import sync_playwright
+            before = {p.pid for p in children_of(os.getpid())}
+            self.playwright = sync_playwright().start()
+            self.driver = {p for p in children_of(os.getpid()) if p.pid not in before}
         # Playwright gives a non-persistent launch a fresh, empty --user-data-dir
         self.browser = self.playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
@@ -373,7 +375,7 @@ class Browser:
             if self.browser is not None:
                 self.browser.close()
         with contextlib.suppress(Exception):
-            if self.playwright is not None:
+            if self.playwright is not None and self.own_driver:
                 self.playwright.stop()
         for proc in self.chromium | self.driver:
             stop_process(proc)
@@ -396,14 +398,16 @@ class LabSession:
 
 
 @contextlib.contextmanager
-def lab_session():
+def lab_session(playwright=None):
     """Start JupyterLab + Chromium; on exit (also on an exception) stop both, by PID.
 
     After stopping, any process still carrying this session's marker (a kernel, a
     Chromium helper) is ended, and the exit fails loudly if one survives even that.
+    `playwright`: a running sync Playwright to launch Chromium from (a thread can run
+    only one); by default the session starts its own and stops it.
     """
     marker = uuid.uuid4().hex
-    server, browser = LabServer(marker), Browser(marker)
+    server, browser = LabServer(marker), Browser(marker, playwright)
     session = LabSession(marker, server, browser)
     try:
         server.start()
@@ -413,7 +417,7 @@ def lab_session():
         browser.stop()
         server.stop()
         session.stragglers = _sweep(marker)
-        left = processes_with_marker(marker)
+        left = processes_with_marker(marker) + [p for p in browser.driver if p.alive()]
         if left:
             raise RuntimeError(f"processes left after the browser session: {left}")
 
@@ -787,8 +791,8 @@ def _open(page, session: LabSession, rel: str, report: NotebookReport, clock) ->
     if kernel["name"] != "python3":
         report.problems.append(f"kernel is {kernel['name']!r}, expected 'python3'")
     for proc in session.server.record_kernels():
-        python = proc.cmd.split(" ")[0]
-        if os.path.realpath(python) != os.path.realpath(sys.executable):
+        python = proc.cmd.split(" ")[0]          # not resolved: a venv's python is a symlink
+        if python != sys.executable:
             report.problems.append(f"kernel runs {python}, not {sys.executable}")
     report.seconds["open"] = clock()
 

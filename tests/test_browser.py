@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import urllib.error
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +86,17 @@ def test_widget_lessons_are_found_by_their_imports(tmp_path):
                                    "from minillm.widgets.slot_waste import draw_slot_grids")) == []
 
 
+def test_kernels_run_the_project_venv(lab):
+    """Fresh Jupyter dirs hide every user kernel spec; what is left is the venv's own
+    ipykernel spec, whose argv[0] "python" Jupyter replaces by the server's interpreter."""
+    specs = lab.server.kernel_specs()
+    assert list(specs) == ["python3"]
+    assert Path(specs["python3"]["resource_dir"]).is_relative_to(sys.prefix)
+    assert specs["python3"]["spec"]["argv"][0] == "python"
+    assert Path(sys.executable).parent == REPO / ".venv" / "bin", \
+        "run the tests with the project's interpreter: .venv/bin/python -m pytest"
+
+
 @pytest.mark.timeout(300)
 def test_the_check_passes_on_working_widgets(lab):
     report = check_notebook(lab, FIXTURES / "working_widget.ipynb")
@@ -133,11 +146,11 @@ def test_lesson_widgets_work_in_a_real_browser(lab, lesson):
 
 
 @pytest.mark.timeout(300)
-def test_servers_kernels_and_browsers_are_stopped_even_when_a_test_fails():
-    """A second, short-lived session: start a kernel and a page, fail inside, check."""
-    _require_browser()
+def test_servers_kernels_and_browsers_are_stopped_even_when_a_test_fails(lab):
+    """A second, short-lived session (its own server, kernel and Chromium, launched from
+    the session's Playwright driver): start a kernel and a page, fail inside, check."""
     with pytest.raises(RuntimeError, match="deliberate failure"):
-        with lab_session() as session:
+        with lab_session(playwright=lab.browser.playwright) as session:
             marker = session.marker
             session.server.api("POST", "/api/sessions", body={
                 "path": "tests/fixtures/broken_widget.ipynb", "type": "notebook",
