@@ -118,8 +118,9 @@ def format_table(results: list[TaskResult]) -> str:
     return "\n".join(lines)
 
 
-def check(lesson: str, target: str | None = None) -> list[TaskResult]:
-    """Notebook check cell: grade and show the per-task table."""
+def check(lesson: str, target: str | None = None) -> None:
+    """Notebook check cell: grade and show the per-task table (returns nothing, so
+    Jupyter shows only the table; use `grade()` for the results as data)."""
     results = grade(lesson, target or exercise_target())
     try:
         from IPython.display import HTML, display
@@ -132,7 +133,6 @@ def check(lesson: str, target: str | None = None) -> list[TaskResult]:
                      f"<p><b>{passed}/{len(results)}</b> tasks pass</p>"))
     except ImportError:
         print(format_table(results))
-    return results
 
 
 def _html(text: str) -> str:
