@@ -98,6 +98,7 @@ def test_from_trace_draws_a_recorded_trace():
     assert explorer.result["static"]["idle_fraction"] == pytest.approx(1 - 1150 / 5600)
     assert explorer.result["continuous"]["slot_iterations"] == 4 * explorer.result["continuous"]["iterations"]
     assert explorer.image.value[:4] == b"\x89PNG"
+    assert "simulated s" in explorer.numbers.value          # the traces came from the simulator
     single = SlotWasteExplorer.from_trace(traces["static"])
     assert list(single.result) == ["static", "update_seconds"]
     with pytest.raises(TypeError):

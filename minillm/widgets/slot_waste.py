@@ -253,33 +253,46 @@ class SlotWasteExplorer:
                  arrival: str = "all at once", rate: float = 2.0,
                  policy: str = "static vs continuous", seed: int = 0,
                  preset: str | None = None, trace=None, title: str | None = None):
-        import ipywidgets as W
-
         self.title = title
         self.fixed_traces = _as_trace_dict(trace) if trace is not None else None
         self.result: dict = {}
         self.traces: dict[str, Trace] = {}
         self._busy = False
+        self._build_controls(num_slots, num_requests, distribution, median, spread,
+                             arrival, rate, policy, seed)
+        if preset == "seed":
+            self.apply_seed_preset()
+        else:
+            self.update()
+
+    def _build_controls(self, num_slots, num_requests, distribution, median, spread,
+                        arrival, rate, policy, seed) -> None:
+        import ipywidgets as W
+
         style = {"description_width": "110px"}
-        self.slots = W.IntSlider(value=num_slots, min=1, max=32, description="slots", style=style)
-        self.requests = W.IntSlider(value=num_requests, min=1, max=96, description="requests", style=style)
+        self.slots = W.IntSlider(value=num_slots, min=1, max=32, description="slots",
+                                 style=style)
+        self.requests = W.IntSlider(value=num_requests, min=1, max=96, description="requests",
+                                    style=style)
         self.distribution = W.Dropdown(options=DISTRIBUTIONS, value=distribution,
                                        description="output lengths", style=style)
-        self.median = W.IntSlider(value=median, min=4, max=128, description="median length", style=style)
-        self.spread = W.FloatSlider(value=spread, min=0.0, max=2.0, step=0.1, description="spread",
-                                    style=style)
+        self.median = W.IntSlider(value=median, min=4, max=128, description="median length",
+                                  style=style)
+        self.spread = W.FloatSlider(value=spread, min=0.0, max=2.0, step=0.1,
+                                    description="spread", style=style)
         self.arrival = W.Dropdown(options=ARRIVALS, value=arrival, description="arrivals",
                                   style=style)
-        self.rate = W.FloatSlider(value=rate, min=0.2, max=20.0, step=0.2, description="rate (req/s)",
-                                  style=style)
+        self.rate = W.FloatSlider(value=rate, min=0.2, max=20.0, step=0.2,
+                                  description="rate (req/s)", style=style)
         self.policy = W.Dropdown(options=POLICIES, value=policy, description="policy",
                                  style=style)
-        self.seed = W.IntText(value=seed, description="seed", style=style, layout={"width": "200px"})
+        self.seed = W.IntText(value=seed, description="seed", style=style,
+                              layout={"width": "200px"})
         self.preset = W.Button(description="seed example (8 slots)", icon="undo",
                                tooltip="8 slots, outputs 30, 40, 50, 60, 700, 80, 90, 100")
+        self.preset.on_click(lambda _: self.apply_seed_preset())
         self.image = W.Image(format="png")
         self.numbers = W.HTML()
-        self.preset.on_click(lambda _: self.apply_seed_preset())
         controls = [self.slots, self.requests, self.distribution, self.median, self.spread,
                     self.arrival, self.rate, self.policy, self.seed]
         for control in controls:
@@ -287,12 +300,8 @@ class SlotWasteExplorer:
         if self.fixed_traces is None:
             panel = W.VBox(controls + [self.preset], layout={"min_width": "330px"})
             self.widget = W.VBox([W.HBox([panel, self.numbers]), self.image])
-        else:
+        else:                                   # a recorded Trace: nothing to control
             self.widget = W.VBox([self.numbers, self.image])
-        if preset == "seed":
-            self.apply_seed_preset()
-        else:
-            self.update()
 
     @classmethod
     def from_trace(cls, trace, title: str | None = None) -> "SlotWasteExplorer":
@@ -334,7 +343,8 @@ class SlotWasteExplorer:
             self.traces = {name: simulate_policy(requests, name, self.slots.value)
                            for name in names}
         numbers = {name: trace_numbers(t) for name, t in self.traces.items()}
-        unit = "simulated s" if self.fixed_traces is None else "s"
+        simulated = all(t.config.get("runner") == "sim" for t in self.traces.values())
+        unit = "simulated s" if simulated else "s"
         self.numbers.value = numbers_html(numbers, unit)
         self.image.value = figure_png(draw_slot_grids(self.traces, self.title))
         self.result = {**numbers, "update_seconds": time.perf_counter() - start}
