@@ -19,6 +19,12 @@ Details that matter for exactness against transformers:
   matmul reads the input once (weights are concatenated when loading).
 * Embeddings may be tied: `lm_head` reuses the embedding matrix.
 
+Speed (see minillm/PERFORMANCE.md for what each step bought, measured):
+
+* RoPE's cos/sin rows are looked up **once per step**, not once per layer, and
+  queries and keys are rotated **together** (they sit side by side in the fused QKV
+  output).
+
 Weights are copied from a transformers `LlamaForCausalLM`; the code is ours.
 """
 
@@ -56,13 +62,22 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
+    def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
+        """The rows for this step's positions [T], ready to broadcast over heads:
+        (cos, sin), each [T, 1, D]. Looked up once per step, shared by every layer."""
+        return (self.cos[positions].unsqueeze(1).to(dtype),
+                self.sin[positions].unsqueeze(1).to(dtype))
+
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate x [T, heads, D] by its rows' positions [T]."""
-        cos = self.cos[positions].unsqueeze(1).to(x.dtype)        # [T, 1, D]
-        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        return apply_rope(x, *self.cos_sin(positions, x.dtype))
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, D] rotated: pairs (i, i + D/2) turn by each row's angles."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
 
 
 class Attention(nn.Module):
@@ -74,12 +89,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, hidden, bias=bias)
         self.scale = head_dim ** -0.5
 
-    def forward(self, x, positions, rope, layer_cache, meta, backend) -> torch.Tensor:
-        T = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = rope(q.view(T, self.num_heads, self.head_dim), positions)      # [T, Hq, D]
-        k = rope(k.view(T, self.num_kv_heads, self.head_dim), positions)   # [T, Hkv, D]
-        v = v.view(T, self.num_kv_heads, self.head_dim)                    # [T, Hkv, D]
+    def forward(self, x, rope, layer_cache, meta, backend) -> torch.Tensor:
+        """x [T, H]; rope = (cos, sin) of this step's positions (see RotaryEmbedding)."""
+        T, Hq, Hkv, D = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        qkv = self.qkv_proj(x)                                    # [T, (Hq + 2·Hkv)·D]
+        # queries and keys are neighbours in the fused output: rotate them in one go
+        qk = apply_rope(qkv[:, :self.q_size + self.kv_size].view(T, Hq + Hkv, D), *rope)
+        q, k = qk.split([Hq, Hkv], dim=1)                         # [T, Hq, D], [T, Hkv, D]
+        v = qkv[:, self.q_size + self.kv_size:].view(T, Hkv, D)  # [T, Hkv, D]
         k_cache, v_cache = layer_cache
         out = backend(q, k, v, k_cache, v_cache, meta, self.scale)         # [T, Hq, D]
         return self.o_proj(out.reshape(T, self.q_size))                    # [T, H]
@@ -108,8 +125,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, bias=getattr(cfg, "mlp_bias", False))
 
-    def forward(self, h, positions, rope, layer_cache, meta, backend):
-        h = h + self.attn(self.input_norm(h), positions, rope, layer_cache, meta, backend)
+    def forward(self, h, rope, layer_cache, meta, backend):
+        h = h + self.attn(self.input_norm(h), rope, layer_cache, meta, backend)
         return h + self.mlp(self.post_attention_norm(h))
 
 
@@ -140,8 +157,9 @@ class LlamaModel(nn.Module):
                 backend) -> torch.Tensor:
         """input_ids, positions [T] → logits [len(logits_indices), vocab]."""
         h = self.embed_tokens(input_ids)                                   # [T, H]
+        rope = self.rope.cos_sin(positions, h.dtype)                       # 2 × [T, 1, D]
         for layer, layer_cache in zip(self.layers, kv_caches):
-            h = layer(h, positions, self.rope, layer_cache, meta, backend)
+            h = layer(h, rope, layer_cache, meta, backend)
         h = self.norm(h[logits_indices])                                   # [S, H]
         weight = self.embed_tokens.weight if self.tied else self.lm_head.weight
         return F.linear(h, weight).float()                                 # [S, V]
