@@ -24,6 +24,10 @@ Speed (see minillm/PERFORMANCE.md for what each step bought, measured):
 * RoPE's cos/sin rows are looked up **once per step**, not once per layer, and
   queries and keys are rotated **together** (they sit side by side in the fused QKV
   output).
+* On CPU every weight matrix is also kept **pre-packed** in oneDNN's blocked layout
+  (`PackedWeight`): the same products, but arranged for the vector units, so a
+  16-row matmul runs ~1.8× faster in fp32 than the default BLAS call on this
+  machine. It costs a second copy of the weights in memory.
 
 Weights are copied from a transformers `LlamaForCausalLM`; the code is ours.
 """
@@ -80,13 +84,66 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin
 
 
+class PackedWeight:
+    """A copy of a weight matrix [out, in] in oneDNN's blocked ("packed") layout.
+
+    `F.linear` hands an fp32 matmul to the BLAS library (MKL), whose kernel for a
+    handful of rows times a large matrix leaves much of this CPU's vector units idle.
+    oneDNN can instead re-arrange the weight *once*, in tiles matching its AVX-512
+    kernels, and then multiply any number of rows by it. Same products, different
+    summation order: results agree with `F.linear` to float rounding (~1e-6 relative).
+
+    The copy remembers which tensor it was made from: if the weight is replaced or
+    modified in place, `matches` turns False and `linear` falls back to `F.linear`.
+    """
+
+    ROWS_HINT = 16          # oneDNN picks the tiling for about this many rows
+
+    def __init__(self, weight: torch.Tensor):
+        self.source = _identity(weight)
+        self.data = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.ROWS_HINT)
+
+    def matches(self, weight: torch.Tensor) -> bool:
+        return _identity(weight) == self.source
+
+    @staticmethod
+    def supported(weight: torch.Tensor) -> bool:
+        return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
+                and torch.backends.mkldnn.is_available()
+                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+
+
+def _identity(weight: torch.Tensor) -> tuple:
+    return weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           packed: PackedWeight | None = None) -> torch.Tensor:
+    """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], through the packed copy if valid."""
+    if packed is not None and packed.matches(weight):
+        return torch.ops.mkldnn._linear_pointwise(x, packed.data, bias, "none", [], "")
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """`nn.Linear` whose weight can be packed for the CPU (`pack()`; see PackedWeight)."""
+
+    packed: PackedWeight | None = None
+
+    def pack(self) -> None:
+        self.packed = PackedWeight(self.weight) if PackedWeight.supported(self.weight) else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias, self.packed)
+
+
 class Attention(nn.Module):
     def __init__(self, hidden: int, num_heads: int, num_kv_heads: int, head_dim: int, bias: bool):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.q_size, self.kv_size = num_heads * head_dim, num_kv_heads * head_dim
-        self.qkv_proj = nn.Linear(hidden, self.q_size + 2 * self.kv_size, bias=bias)
-        self.o_proj = nn.Linear(self.q_size, hidden, bias=bias)
+        self.qkv_proj = Linear(hidden, self.q_size + 2 * self.kv_size, bias=bias)
+        self.o_proj = Linear(self.q_size, hidden, bias=bias)
         self.scale = head_dim ** -0.5
 
     def forward(self, x, rope, layer_cache, meta, backend) -> torch.Tensor:
@@ -106,8 +163,8 @@ class MLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int, bias: bool):
         super().__init__()
         self.intermediate = intermediate
-        self.gate_up_proj = nn.Linear(hidden, 2 * intermediate, bias=bias)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.gate_up_proj = Linear(hidden, 2 * intermediate, bias=bias)
+        self.down_proj = Linear(intermediate, hidden, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:      # SwiGLU: [T, H] → [T, H]
         gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
@@ -148,7 +205,8 @@ class LlamaModel(nn.Module):
         self.rope = RotaryEmbedding(self.head_dim, _rope_theta(cfg), cfg.max_position_embeddings)
         self.tied = bool(getattr(cfg, "tie_word_embeddings", False))
         if not self.tied:
-            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+            self.lm_head = Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head_packed: PackedWeight | None = None      # tied: the embedding, packed
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
@@ -161,8 +219,27 @@ class LlamaModel(nn.Module):
         for layer, layer_cache in zip(self.layers, kv_caches):
             h = layer(h, rope, layer_cache, meta, backend)
         h = self.norm(h[logits_indices])                                   # [S, H]
-        weight = self.embed_tokens.weight if self.tied else self.lm_head.weight
-        return F.linear(h, weight).float()                                 # [S, V]
+        if not self.tied:
+            return self.lm_head(h).float()                                 # [S, V]
+        return linear(h, self.embed_tokens.weight, packed=self.lm_head_packed).float()
+
+    def pack_weights(self) -> "LlamaModel":
+        """Pack every projection for the CPU's matmul kernels (no-op elsewhere)."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.pack()
+        weight = self.embed_tokens.weight
+        self.lm_head_packed = (PackedWeight(weight) if self.tied and PackedWeight.supported(weight)
+                               else None)
+        return self
+
+    def unpack_weights(self) -> "LlamaModel":
+        """Back to plain `F.linear` (and the memory of the packed copies freed)."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.packed = None
+        self.lm_head_packed = None
+        return self
 
     @classmethod
     def from_hf(cls, hf_model, dtype: torch.dtype | None = None,
@@ -173,7 +250,7 @@ class LlamaModel(nn.Module):
         src = hf_model.state_dict()
         model.load_state_dict(_convert_state_dict(src, cfg, model.tied))
         param_dtype = dtype or next(hf_model.parameters()).dtype
-        return model.to(device=device or "cpu", dtype=param_dtype).eval()
+        return model.to(device=device or "cpu", dtype=param_dtype).eval().pack_weights()
 
 
 def _convert_state_dict(src: dict, cfg, tied: bool) -> dict:
