@@ -268,6 +268,52 @@ def grid_shape(num_blocks: int) -> tuple[int, int]:
     return cols, px
 
 
+def draw_usage(ax, run: BlockMapRun, t_max: float | None = None):
+    """Blocks in use vs blocks' worth of tokens held, over the run; returns a cursor line.
+
+    The gap between the two areas is memory that is owned but empty. Orange triangles
+    mark steps with a preemption.
+    """
+    t = [s.end_time for s in run.trace.steps]
+    used = (run.owners != FREE).sum(axis=1)                  # [steps]
+    held = run.tokens.sum(axis=1) / run.block_size           # [steps]
+    ax.fill_between(t, 0, used, step="post", color=COLORS["idle"], lw=0, label="blocks in use")
+    ax.fill_between(t, 0, held, step="post", color=OWNER_COLORS[0], lw=0, alpha=0.8,
+                    label="tokens held (in blocks)")
+    ax.set_ylim(0, run.num_blocks * 1.08)
+    ax.set_xlim(0, max(t_max or t[-1], 1e-9))
+    for s in run.trace.steps:
+        if s.preempted:
+            ax.plot([s.end_time], [run.num_blocks * 1.03], marker="v", ms=5,
+                    color=COLORS["preempt"], ls="none")
+    ax.set_xlabel("time (s)", labelpad=1, fontsize=8)
+    ax.set_ylabel("blocks", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 0.98), fontsize=7, ncol=2)
+    return ax.axvline(t[0], color=COLORS["text"], lw=1.2)
+
+
+def draw_map(ax, run: BlockMapRun, step: int, cols: int | None = None) -> None:
+    """The block map of one step on `ax` (a static version of one widget panel)."""
+    default_cols, px = grid_shape(run.num_blocks)
+    cols = cols or default_cols
+    lost = lost_blocks(run, step)
+    ax.imshow(block_image(run.owners[step], run.tokens[step], run.block_size, cols, px, lost),
+              interpolation="nearest")
+    ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def lost_blocks(run: BlockMapRun, step: int) -> np.ndarray | None:
+    """Blocks freed at `step` because their owner was preempted (bool [num_blocks])."""
+    if step == 0 or not run.trace.steps[step].preempted:
+        return None
+    victims = [run.request_ids.index(r) for r in run.trace.steps[step].preempted
+               if r in run.request_ids]
+    return np.isin(run.owners[step - 1], victims) & (run.owners[step] == FREE)
+
+
 class BlockMapFigure:
     """Side-by-side maps + timelines, built once; `png(index)` updates and renders."""
 
@@ -282,7 +328,8 @@ class BlockMapFigure:
         rows = cdiv(max_blocks, cols)
         panel_w = 5.3
         map_h = min(4.2, max(1.2, panel_w * rows / cols))
-        width, head, line_h, legend_h = 0.5 + n * (panel_w + 0.45), 1.35, 1.25, 0.45
+        width, head, line_h = 0.5 + n * (panel_w + 0.45), 1.35, 1.25
+        legend_h = 0.45 if n > 1 else 0.7
         height = head + map_h + 0.5 + line_h + legend_h
         self.fig = fig = Figure(figsize=(width, height), dpi=dpi)
 
@@ -307,46 +354,21 @@ class BlockMapFigure:
                          if not run.physical else "KV cache after the step (one cell = one block)",
                          loc="left", fontsize=9)
             ax = axes(left + 0.35, legend_h + 0.15, panel_w - 0.35, line_h - 0.1)
-            self.cursors.append(self._draw_timeline(ax, run, t_max))
+            self.cursors.append(draw_usage(ax, run, t_max))
         handles = [Patch(color=OWNER_COLORS[0], label="holding tokens (colour = request)"),
                    Patch(color=COLORS["idle"], label="owned, no token in it"),
                    Patch(color=COLORS["free"], label="free"),
                    Patch(facecolor="white", edgecolor=COLORS["preempt"], lw=2,
                          label="taken back by a preemption")]
-        fig.legend(handles=handles, ncol=4, loc="lower left", fontsize=8,
+        fig.legend(handles=handles, ncol=4 if n > 1 else 2, loc="lower left", fontsize=8,
                    bbox_to_anchor=(0.5 / width, 0.0), handlelength=1.2)
-
-    @staticmethod
-    def _draw_timeline(ax, run: BlockMapRun, t_max: float):
-        t = [s.end_time for s in run.trace.steps]
-        used = (run.owners != FREE).sum(axis=1)
-        held = run.tokens.sum(axis=1) / run.block_size
-        ax.fill_between(t, 0, used, step="post", color=COLORS["idle"], lw=0, label="blocks in use")
-        ax.fill_between(t, 0, held, step="post", color=OWNER_COLORS[0], lw=0, alpha=0.8,
-                        label="tokens held (in blocks)")
-        ax.set_ylim(0, run.num_blocks * 1.05)
-        ax.set_xlim(0, max(t_max, 1e-9))
-        for s in run.trace.steps:
-            if s.preempted:
-                ax.plot([s.end_time], [run.num_blocks * 1.02], marker="v", ms=5,
-                        color=COLORS["preempt"], ls="none")
-        ax.set_xlabel("time (s)", labelpad=1, fontsize=8)
-        ax.set_ylabel("blocks", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.legend(loc="upper right", fontsize=7, ncol=2)
-        return ax.axvline(t[0], color=COLORS["text"], lw=1.2)
 
     def update(self, steps: list[int]) -> list[dict]:
         """Show step `steps[i]` of run i; return each panel's numbers."""
         numbers = []
         for i, (run, k) in enumerate(zip(self.runs, steps)):
-            lost = None
-            if k > 0 and run.trace.steps[k].preempted:
-                victims = {run.request_ids.index(r) for r in run.trace.steps[k].preempted
-                           if r in run.request_ids}
-                lost = np.isin(run.owners[k - 1], list(victims)) & (run.owners[k] == FREE)
             image = block_image(run.owners[k], run.tokens[k], run.block_size, self.cols,
-                                self.px, lost)
+                                self.px, lost_blocks(run, k))
             self.images[i].set_data(image)
             self.images[i].set_extent((-0.5, image.shape[1] - 0.5, image.shape[0] - 0.5, -0.5))
             self.images[i].axes.set_xlim(-0.5, self.cols * self.px - 0.5)
@@ -367,12 +389,56 @@ class BlockMapFigure:
 
 def headline(n: dict, block_size: int) -> str:
     done = "" if n["step"] < n["num_steps"] - 1 else "  (last step)"
-    pre = f"  ·  PREEMPTED {', '.join(n['preempted_now'])}" if n["preempted_now"] else ""
+    from minillm.widgets.stepper import short_id
+    pre = (f"  ·  PREEMPTED {', '.join(short_id(r) for r in n['preempted_now'])}"
+           if n["preempted_now"] else "")
     return (f"step {n['step']} of {n['num_steps'] - 1}, t = {n['time']:.2f} s{done}{pre}\n"
             f"blocks used {n['blocks_used']} / free {n['blocks_free']}  ·  holding tokens now "
             f"{n['utilization_now']:.0%}, time-averaged {n['utilization_avg']:.1%}\n"
             f"resident {n['resident']} (max {n['max_resident']})  ·  waiting {n['waiting']}  ·  "
             f"preemptions {n['preemptions']}  ·  {n['tokens_per_s']:.0f} tokens/s")
+
+
+def draw_block_tables(ax, tables: dict[str, tuple[list[int], int]], num_blocks: int,
+                      block_size: int, cols: int = 8) -> None:
+    """Logical blocks (left, with the block table) → where they live in the physical pool.
+
+    `tables`: name → (block table, tokens stored). Each logical block is filled in
+    proportion to the tokens it holds; the physical cell shows which sequence and
+    which of its logical blocks lives there. Meant for small examples (a few
+    sequences of a few blocks each).
+    """
+    from matplotlib.patches import Rectangle
+    from matplotlib.colors import to_rgb
+    gx = len(max(tables.values(), key=lambda t: len(t[0]))[0]) * 1.15 + 4.5   # grid's left x
+    rows = cdiv(num_blocks, cols)
+    for b in range(num_blocks):                                   # the physical pool
+        x, y = gx + (b % cols) * 1.1, -(b // cols) * 1.1
+        ax.add_patch(Rectangle((x, y), 1, 1, fc=COLORS["free"], ec="white"))
+        ax.text(x + 0.05, y + 0.95, str(b), fontsize=6, va="top", color="#888888")
+    for k, (name, (table, num_tokens)) in enumerate(tables.items()):
+        color = OWNER_COLORS[k % len(OWNER_COLORS)]
+        y0 = -k * 1.6
+        ax.text(-0.3, y0 + 0.5, name, ha="right", va="center", fontsize=9, color=color)
+        ax.text(len(table) * 1.15 + 0.1, y0 + 0.5, f"→ {table}", va="center", fontsize=8,
+                color=color)
+        for j, block in enumerate(table):
+            fill = min(block_size, max(0, num_tokens - j * block_size)) / block_size
+            x = j * 1.15
+            ax.add_patch(Rectangle((x, y0), 1, 1, fc=COLORS["idle"], ec="white"))
+            ax.add_patch(Rectangle((x, y0), fill, 1, fc=color, ec="none"))
+            ax.text(x + 0.5, y0 - 0.18, f"L{j}", ha="center", va="top", fontsize=7)
+            px, py = gx + (block % cols) * 1.1, -(block // cols) * 1.1
+            ax.add_patch(Rectangle((px, py), 1, 1, fc=to_rgb(color), ec="white"))
+            ax.add_patch(Rectangle((px + fill, py), 1 - fill, 1, fc=COLORS["idle"], ec="none"))
+            ax.text(px + 0.5, py + 0.45, f"{name[:6]}\nL{j}", ha="center", va="center",
+                    fontsize=5.5, color="white")
+    ax.text(0, 1.5, "block tables (logical blocks, in order)", fontsize=9, weight="bold")
+    ax.text(gx, 1.5, f"physical KV blocks (block_size {block_size})", fontsize=9, weight="bold")
+    ax.set_xlim(-2.5, gx + cols * 1.1 + 0.2)
+    ax.set_ylim(min(-rows * 1.1, -len(tables) * 1.6) - 0.3, 2.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
 
 
 # ---------------------------------------------------------------------- the widget
