@@ -270,7 +270,7 @@ def plot_step_time(r: dict, path: Path) -> None:
     ax2.set_xscale("log", base=2)
     ax2.set_xlabel("batch size (sequences)")
     ax2.set_ylabel("decode tokens / s")
-    ax2.set_title("throughput grows with the batch")
+    ax2.set_title("decode throughput vs batch")
     ax2.legend()
     _save(fig, path)
 
