@@ -874,10 +874,8 @@ def _check_widget(page, k: int, found: dict, stem: str, artifacts: Path,
             w.controls[kind] = count
     if not controls:
         return w                             # a picture with numbers, nothing to operate
-    if not state["readout"]:
-        w.problems.append("has controls but shows no numbers (no HTML/Label readout)")
-    if not state["images"]:
-        w.problems.append("has controls but shows no plot (no <img>)")
+    if not state["readout"] and not state["images"]:
+        w.problems.append("has controls but shows neither numbers (HTML/Label) nor a plot")
     main = [next((c for c in controls if c["kind"] == kind), None)
             for kind in ("slider", "dropdown", "play")]
     for control in [c for c in main if c] + [c for c in controls if c["kind"] == "button"]:
