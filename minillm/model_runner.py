@@ -133,7 +133,7 @@ class ModelRunner(Runner):
         for row, item in enumerate(plan.scheduled):
             seq, start = item.seq, item.seq.num_computed_tokens
             end = start + item.num_new_tokens
-            tokens = (seq.all_token_ids + seq.draft_token_ids)[start:end]
+            tokens = seq.token_ids_between(start, end)
             table = seq.block_table
             input_ids.extend(tokens)
             positions.extend(range(start, end))

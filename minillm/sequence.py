@@ -79,6 +79,17 @@ class Sequence:
     def all_token_ids(self) -> list[int]:
         return self.prompt_token_ids + self.output_token_ids
 
+    def token_ids_between(self, start: int, end: int) -> list[int]:
+        """Tokens at positions [start, end) of prompt + output + this step's guesses.
+
+        Slices each list on its own, so a decode step copies one token, not the whole
+        sequence."""
+        p = self.num_prompt_tokens
+        o = p + len(self.output_token_ids)
+        return (self.prompt_token_ids[start:min(end, p)]
+                + self.output_token_ids[max(start - p, 0):max(end - p, 0)]
+                + self.draft_token_ids[max(start - o, 0):max(end - o, 0)])
+
     def token_id_at(self, position: int) -> int:
         if position < self.num_prompt_tokens:
             return self.prompt_token_ids[position]

@@ -186,6 +186,48 @@ def test_kv_budget_paged_holds_more_sequences_than_contiguous(tiny_bench):
     assert r["continuous"]["kv_waste"] < r["static"]["kv_waste"]
 
 
+def test_prefix_workload_shares_exactly_the_prefix():
+    shape = wl.QUICK_PREFIX
+    specs = wl.prefix_workload(shape, seed=0)
+    for tokenizer in (None, _WordTokenizer()):
+        prompts = wl.prefix_prompts(specs, shape, 256, tokenizer, seed=0)
+        assert [len(p) for p in prompts] == [s.prompt_len for s in specs]
+        assert all(p[:shape.shared_prefix] == prompts[0][:shape.shared_prefix] for p in prompts)
+        # the questions differ: no two prompts are the same
+        assert len({tuple(p) for p in prompts}) == len(prompts)
+
+
+def test_prefix_caching_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
+    from minillm.bench.beyond import prefix_caching
+    r = prefix_caching(tiny_bench)
+    off, on = r["medians"]["no cache"], r["medians"]["prefix cache"]
+    assert off["hit_rate"] == 0 and off["prefill_tokens_computed"] == r["workload"]["prompt_tokens"]
+    # requests admitted after the first batch reuse the shared prefix's full blocks
+    assert on["hit_rate"] > 0
+    assert on["prefill_tokens_computed"] == off["prefill_tokens_computed"] - on["cached_tokens"]
+    assert r["outputs_differ"] == []
+    assert "hit rate" in report.prefix_caching_text(r)
+    report.plot_prefix_caching(r, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_speculative_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
+    from minillm.bench.beyond import speculative
+    r = speculative(tiny_bench)
+    shape = wl.QUICK_SPECULATIVE
+    for task, n in (("copy", shape.copy_output), ("free-form", shape.free_output)):
+        plain, spec = r["medians"][f"{task} plain"], r["medians"][f"{task} speculative"]
+        assert plain["generated_tokens"] == spec["generated_tokens"] == shape.num_requests * n
+        assert plain["tokens_per_pass"] == 1.0 and plain["drafts_proposed"] == 0
+        assert spec["tokens_per_pass"] >= 1.0
+        assert r["outputs_differ"][task] == []
+    # the copy prompts hold their text twice: the proposer finds something to guess
+    assert r["medians"]["copy speculative"]["drafts_proposed"] > 0
+    assert "speculative / plain" in report.speculative_text(r)
+    report.plot_speculative(r, tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 0
+
+
 def test_hf_generate_counts_only_useful_tokens():
     from minillm.bench.peers import hf_generate_static
     model = build_tiny_llama(seed=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from minillm.block_manager import BlockAllocator, KVCacheManager
 from minillm.sampling_params import SamplingParams
@@ -73,3 +75,15 @@ def test_contiguous_reservation_covers_the_worst_case():
     big = seq(20, max_tokens=20, rid="big")   # 40 tokens → 10 blocks, only 6 free
     assert not kv.reserve_contiguous(big) and big.block_table == []
     assert kv.num_free_blocks == 6
+
+
+@pytest.mark.unit
+@given(prompt=st.lists(st.integers(0, 99), min_size=1, max_size=12),
+       output=st.lists(st.integers(100, 199), max_size=12),
+       drafts=st.lists(st.integers(200, 299), max_size=5),
+       bounds=st.tuples(st.integers(0, 30), st.integers(0, 30)))
+def test_token_ids_between_slices_prompt_output_and_guesses(prompt, output, drafts, bounds):
+    seq = Sequence("r", prompt, SamplingParams(max_tokens=64), output_token_ids=list(output),
+                   draft_token_ids=list(drafts))
+    start, end = min(bounds), max(bounds)
+    assert seq.token_ids_between(start, end) == (prompt + output + drafts)[start:end]

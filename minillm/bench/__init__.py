@@ -18,6 +18,10 @@ What it measures (see `experiments.py` and `peers.py` for the details):
 * decode step time vs batch size, next to the roofline ceiling measured on this
   machine (memory bandwidth and matmul FLOP/s);
 * how fast the simulator runs 1000 requests;
+* prefix caching on and off, on requests sharing a long system prompt: prompt tokens
+  computed, hit rate, TTFT, tokens/s, and whether the answers stay the same;
+* prompt-lookup speculative decoding on a copy task and a free-form task: acceptance
+  rate, tokens per forward pass, speed-up, and whether the answers stay the same;
 * with `--peers`: tokens/s of minillm, transformers `generate`, transformers'
   continuous batching and vLLM on the same chat workload.
 

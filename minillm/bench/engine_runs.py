@@ -35,8 +35,12 @@ def kv_blocks_for(specs: list[RequestSpec], max_num_seqs: int, block_size: int =
     return max_num_seqs * cdiv(largest, block_size) + 1
 
 
-def run_specs(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> Trace:
-    """Run the workload to completion on `llm` (greedy, EOS ignored); its Trace."""
+def run_specs(llm, specs: list[RequestSpec], prompts: list[list[int]],
+              tokens: dict[str, list[int]] | None = None) -> Trace:
+    """Run the workload to completion on `llm` (greedy, EOS ignored); its Trace.
+
+    Pass a dict as `tokens` to also get each request's generated token ids.
+    """
     engine = llm.llm_engine
     if engine.has_unfinished_requests():
         raise RuntimeError("the engine still has requests; finish them before a bench run")
@@ -47,7 +51,9 @@ def run_specs(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> Trace:
         engine.add_request(spec.request_id, {"prompt_token_ids": prompt}, params,
                            arrival_time=spec.arrival_time, priority=spec.priority)
     while engine.has_unfinished_requests():
-        engine.step()
+        for out in engine.step():
+            if tokens is not None and out.finished:
+                tokens[out.request_id] = list(out.outputs[0].token_ids)
     trace = engine.trace
     check_output_lengths(trace, specs)
     return trace

@@ -11,6 +11,8 @@ dict — numbers only, ready for JSON — that `report.py` turns into tables and
                  chunked prefill, long prompts arriving during decodes real model
     step_time    decode step time vs batch size, beside the roofline  real model
     simulator    how long the simulator takes for 1000 requests       simulator
+    prefix_caching, speculative   lesson 10's techniques, on and off  real model
+                 (in `beyond.py`)
 
 "Simulator" experiments run the real schedulers and block manager with a cost model in
 place of the forward pass: their *decisions* (who runs, who holds which block) are the
@@ -28,12 +30,14 @@ import torch
 
 from minillm.bench import workloads as wl
 from minillm.bench.ab import alternate, median, paired_ratios, summary
+from minillm.bench.beyond import prefix_caching, speculative
 from minillm.bench.engine_runs import kv_blocks_for, run_specs, run_summary, warm_up
 from minillm.bench.roofline import ceiling, decode_cost, measure_bandwidth, measure_matmul_flops
 from minillm.metrics import percentiles, request_metrics, summarize
 from minillm.trace import Trace
 
-EXPERIMENTS = ("throughput", "kv_budget", "chunked", "step_time", "simulator")
+EXPERIMENTS = ("throughput", "kv_budget", "chunked", "step_time", "simulator", "prefix_caching",
+               "speculative")
 # numbers kept per run (the full Trace of the first round is kept for the plots)
 RUN_KEYS = ("duration_s", "generated_tokens", "generated_tokens_per_s", "total_tokens_per_s",
             "slot_utilization", "kv_utilization", "kv_waste", "num_steps", "preemptions",
@@ -102,7 +106,8 @@ class Bench:
         """How many timed runs the chosen experiments make (the progress bar's total)."""
         r = self.config.rounds
         per = {"throughput": 3 * r, "kv_budget": 1, "chunked": 2 * r,
-               "step_time": len(step_batches(self.config.quick)) * r + 1, "simulator": 1}
+               "step_time": len(step_batches(self.config.quick)) * r + 1, "simulator": 1,
+               "prefix_caching": 2 * r, "speculative": 4 * r}
         return sum(per[e] for e in self.config.experiments)
 
 
@@ -305,4 +310,5 @@ def simulator(bench: Bench) -> dict:
 
 
 RUNNERS = {"throughput": throughput, "kv_budget": kv_budget, "chunked": chunked,
-           "step_time": step_time, "simulator": simulator}
+           "step_time": step_time, "simulator": simulator, "prefix_caching": prefix_caching,
+           "speculative": speculative}

@@ -149,12 +149,57 @@ def peers_text(r: dict) -> str:
     return "\n".join(text)
 
 
+def prefix_caching_text(r: dict) -> str:
+    w, m = r["workload"], r["medians"]
+    head = (f"Prefix caching — burst of {w['num_requests']} requests sharing a {w['shared_prefix']}-token "
+            f"prompt prefix ({w['prompt_tokens']:,} prompt, {w['output_tokens']:,} output tokens), "
+            f"{w['max_num_seqs']} slots, fresh cache per run; real model")
+    names = list(m)
+    keys = [("prompt tokens computed", "prefill_tokens_computed", lambda x: f"{x:,.0f}"),
+            ("prefix-cache hit rate", "hit_rate", pct),
+            ("KV blocks in use (time-average)", "mean_kv_blocks", lambda x: f"{x:.0f}"),
+            ("TTFT P50", "ttft_p50", ms), ("TTFT P99", "ttft_p99", ms),
+            ("generated tokens/s", "generated_tokens_per_s", num), ("wall time", "duration_s",
+                                                                     lambda x: f"{x:.1f} s")]
+    rows = [[label, *(fmt(m[n][k]) for n in names)] for label, k, fmt in keys]
+    differ = r["outputs_differ"]
+    text = [head, table(["", *names], rows)]
+    text += [ratio_line(name, s) for name, s in r["ratios"].items()]
+    text.append("answers identical with and without the cache: "
+                + ("yes" if not differ else f"NO for {len(differ)} request(s): {differ[:5]}"))
+    return "\n".join(text)
+
+
+def speculative_text(r: dict) -> str:
+    w, m = r["workload"], r["medians"]
+    c = w["speculative_config"]
+    tasks = [t for t in w if isinstance(w[t], dict) and "max_tokens" in w[t]]
+    head = (f"Speculative decoding — prompt lookup (n-gram {c['prompt_lookup_min']}–{c['prompt_lookup_max']}, "
+            f"k = {c['num_speculative_tokens']} guesses), {w['max_num_seqs']} slots, EOS ignored; "
+            + ", ".join(f"{t}: {w[t]['num_requests']} requests × {w[t]['max_tokens']} tokens" for t in tasks)
+            + "; real model")
+    names = list(m)
+    keys = [("generated tokens/s", "generated_tokens_per_s", num),
+            ("tokens per forward pass (per request)", "tokens_per_pass", lambda x: f"{x:.2f}"),
+            ("guesses accepted", "acceptance_rate", pct),
+            ("engine steps", "num_steps", lambda x: f"{x:.0f}"),
+            ("TPOT P50", "tpot_p50", ms)]
+    rows = [[label, *(fmt(m[n][k]) for n in names)] for label, k, fmt in keys]
+    text = [head, table(["", *names], rows)]
+    text += [ratio_line(name, s) for name, s in r["ratios"].items()]
+    for task, differ in r["outputs_differ"].items():
+        text.append(f"{task}: answers identical with and without speculation: "
+                    + ("yes" if not differ else f"NO for {len(differ)} request(s): {differ[:5]}"))
+    return "\n".join(text)
+
+
 def median_of(runs: list[dict], key: str) -> float:
     return float(np.median([run[key] for run in runs]))
 
 
 TEXT = {"throughput": throughput_text, "kv_budget": kv_budget_text, "chunked": chunked_text,
-        "step_time": step_time_text, "simulator": simulator_text, "peers": peers_text}
+        "step_time": step_time_text, "simulator": simulator_text, "peers": peers_text,
+        "prefix_caching": prefix_caching_text, "speculative": speculative_text}
 
 
 # ------------------------------------------------------------------ JSON
@@ -307,5 +352,30 @@ def plot_peers(r: dict, path: Path) -> None:
     _save(fig, path)
 
 
+def plot_prefix_caching(r: dict, path: Path) -> None:
+    fig, (ax1, ax2) = _fig(2, width=4.2)
+    names = list(r["runs"])
+    colors = [COLORS["static"], COLORS["continuous"]]
+    _bars_with_rounds(ax1, names, r["runs"], "prefill_tokens_computed", colors)
+    ax1.set_ylabel("prompt tokens computed")
+    ax1.set_title(f"hit rate {r['medians']['prefix cache']['hit_rate']:.0%}")
+    runs_ms = {n: [{"ttft": 1000 * x["ttft_p50"]} for x in rs] for n, rs in r["runs"].items()}
+    _bars_with_rounds(ax2, names, runs_ms, "ttft", colors)
+    ax2.set_ylabel("TTFT P50 (ms)")
+    ax2.set_title("time to first token")
+    _save(fig, path)
+
+
+def plot_speculative(r: dict, path: Path) -> None:
+    fig, ax = _fig(1, width=7.5)
+    names = list(r["runs"])
+    colors = [COLORS["continuous"] if n.endswith("plain") else COLORS["chunked"] for n in names]
+    _bars_with_rounds(ax, names, r["runs"], "generated_tokens_per_s", colors)
+    ax.set_ylabel("generated tokens / s")
+    ax.set_title("prompt-lookup speculation (bars: median, dots: rounds)")
+    _save(fig, path)
+
+
 PLOTS = {"throughput": plot_throughput, "chunked": plot_chunked, "step_time": plot_step_time,
-         "kv_budget": plot_kv_budget, "peers": plot_peers}
+         "kv_budget": plot_kv_budget, "peers": plot_peers,
+         "prefix_caching": plot_prefix_caching, "speculative": plot_speculative}

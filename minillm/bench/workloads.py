@@ -188,3 +188,100 @@ def peer_prompts(tokenizer, shape: PeerShape = FULL_PEERS, vocab_size: int | Non
                                              add_generation_prompt=True, tokenize=False)
         prompts.append(list(tokenizer(text, add_special_tokens=False).input_ids))
     return prompts
+
+
+# --------------------------------------------------------------------- prefix caching
+
+@dataclass(frozen=True)
+class PrefixShape:
+    """Requests that all start with the same long system prompt (a support bot, a RAG
+    template, a few-shot header), followed by each user's own short question."""
+
+    num_requests: int = 48
+    shared_prefix: int = 384         # tokens every prompt starts with (24 blocks of 16)
+    question_median: int = 24        # the request's own part: lognormal, sigma 0.5
+    question_cap: int = 64
+    output_median: int = 24          # lognormal, sigma 0.5
+    output_cap: int = 64
+
+
+FULL_PREFIX = PrefixShape()
+QUICK_PREFIX = PrefixShape(num_requests=8, shared_prefix=48, question_median=8,
+                           question_cap=16, output_median=4, output_cap=8)
+
+
+def prefix_workload(shape: PrefixShape = FULL_PREFIX, seed: int = 0) -> list[RequestSpec]:
+    """A burst of requests whose prompts are `shared_prefix` + their own question.
+
+    `prompt_len` counts both parts; `prefix_prompts` builds the token ids.
+    """
+    specs = make_workload(shape.num_requests,
+                          lognormal(shape.question_median, 0.5, cap=shape.question_cap),
+                          lognormal(shape.output_median, 0.5, cap=shape.output_cap),
+                          arrival="burst", max_tokens="output_len", seed=seed)
+    return [replace(s, prompt_len=shape.shared_prefix + s.prompt_len) for s in specs]
+
+
+def prefix_prompts(specs: list[RequestSpec], shape: PrefixShape, vocab_size: int,
+                   tokenizer=None, seed: int = 0) -> list[list[int]]:
+    """Token ids: the same first `shape.shared_prefix` ids in every prompt, then a
+    different question per request (text windows with a tokenizer, random ids without)."""
+    questions = [replace(s, prompt_len=s.prompt_len - shape.shared_prefix) for s in specs]
+    header = RequestSpec("header", shape.shared_prefix, 1, 1)
+    if tokenizer is not None:
+        shared = prompt_token_ids([header], vocab_size, tokenizer, seed)[0]
+        # start the questions elsewhere in the passage, so they differ from the header
+        own = prompt_token_ids([header] + questions, vocab_size, tokenizer, seed)[1:]
+    else:
+        rng = np.random.default_rng(seed + 1)
+        shared = rng.integers(2, vocab_size, size=shape.shared_prefix).tolist()
+        own = prompt_token_ids(questions, vocab_size, None, seed)
+    return [shared + q for q in own]
+
+
+# --------------------------------------------------------------------- speculative decoding
+
+@dataclass(frozen=True)
+class SpeculativeShape:
+    """Two tasks for prompt-lookup speculation: one whose answer copies the prompt, one
+    that does not (where the guesses mostly fail and only cost time)."""
+
+    num_requests: int = 8            # per task
+    copy_passage: int = 96           # tokens of text the copy task asks to repeat
+    copy_output: int = 96
+    free_output: int = 64
+    max_num_seqs: int = 4            # speculation pays when decode is memory-bound: small batches
+    num_speculative_tokens: int = 4
+
+
+FULL_SPECULATIVE = SpeculativeShape()
+QUICK_SPECULATIVE = SpeculativeShape(num_requests=3, copy_passage=16, copy_output=8,
+                                     free_output=6, max_num_seqs=2, num_speculative_tokens=3)
+
+COPY_INSTRUCTION = "Repeat the following text exactly, word for word:\n\n{}"
+
+
+def speculative_prompts(shape: SpeculativeShape, vocab_size: int, tokenizer=None,
+                        seed: int = 0) -> dict[str, tuple[list[list[int]], int]]:
+    """{"copy": (prompts, max_tokens), "free-form": (prompts, max_tokens)}.
+
+    With a chat tokenizer, "copy" asks the model to repeat a window of the passage and
+    "free-form" asks the peer benchmark's open questions. Without one (the tiny test
+    model) both are seeded random ids; "copy" then holds its text twice, so the
+    proposer still finds matches."""
+    windows = [RequestSpec(f"copy-{i}", shape.copy_passage, 1, 1) for i in range(shape.num_requests)]
+    texts = prompt_token_ids(windows, vocab_size, tokenizer, seed)
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        rng = np.random.default_rng(seed + 2)
+        free = [rng.integers(2, vocab_size, size=24).tolist() for _ in range(shape.num_requests)]
+        return {"copy": ([t + t for t in texts], shape.copy_output),
+                "free-form": (free, shape.free_output)}
+
+    def chat(question: str) -> list[int]:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": question}],
+                                             add_generation_prompt=True, tokenize=False)
+        return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+    copy = [chat(COPY_INSTRUCTION.format(tokenizer.decode(t))) for t in texts]
+    free = [chat(q) for q in chat_questions(shape.num_requests)]
+    return {"copy": (copy, shape.copy_output), "free-form": (free, shape.free_output)}
