@@ -160,6 +160,24 @@ class KVCacheManager:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    def tokens_held(self, holders: list[Sequence]) -> int:
+        """Token slots of the used blocks that hold a computed token.
+
+        Without prefix caching every block has one owner, so this is the holders'
+        computed tokens. With it, a shared block holds its tokens once however many
+        sequences point at it: count each block once, as full as its fullest sharer.
+        """
+        if self.prefix_cache is None:
+            return sum(s.num_computed_tokens for s in holders if s.block_table)
+        bs, fill = self.block_size, {}            # block id -> tokens it holds
+        for seq in holders:
+            for i, block in enumerate(seq.block_table):
+                held = min(bs, seq.num_computed_tokens - i * bs)
+                if held <= 0:
+                    break
+                fill[block] = max(fill.get(block, 0), held)
+        return sum(fill.values())
+
     def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
         """Extra blocks `seq` needs so that `num_new_tokens` more tokens fit."""
         tokens_after = seq.num_computed_tokens + num_new_tokens

@@ -216,7 +216,7 @@ class LLMEngine:
             idle=[s.request_id for s in plan.idle], num_slots=plan.num_slots,
             num_waiting=len(self.scheduler.waiting),     # arrived and queued
             kv_blocks_used=kv.num_blocks - kv.num_free_blocks, kv_blocks_free=kv.num_free_blocks,
-            kv_tokens_held=sum(s.num_computed_tokens for s in holders if s.block_table),
+            kv_tokens_held=kv.tokens_held(holders),
             num_swapped_out_blocks=len(plan.swap_out), num_swapped_in_blocks=len(plan.swap_in)))
 
     # ------------------------------------------------------------------ outputs

@@ -121,8 +121,11 @@ def run_to_completion(engine: LLMEngine, max_steps: int | None = None) -> Trace:
 
 
 def simulate(workload: list[RequestSpec], *, max_steps: int | None = None,
-             **engine_kwargs) -> Trace:
-    """Simulate `workload` on a fresh sim engine (`make_sim_engine(**engine_kwargs)`)."""
+             ignore_eos: bool = False, **engine_kwargs) -> Trace:
+    """Simulate `workload` on a fresh sim engine (`make_sim_engine(**engine_kwargs)`).
+
+    With `ignore_eos=True` every request runs to its `max_tokens`, whatever its drawn
+    output length (the benchmark's setting)."""
     engine = make_sim_engine(**engine_kwargs)
-    add_workload(engine, workload)
+    add_workload(engine, workload, ignore_eos=ignore_eos)
     return run_to_completion(engine, max_steps)

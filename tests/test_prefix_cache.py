@@ -63,6 +63,9 @@ def test_every_block_is_free_or_cached_after_a_run(block_size, extra_blocks, chu
     assert len(cache.block_of) == len(cache.hash_of) <= allocator.num_blocks
     if kv.swap_allocator is not None:
         assert kv.swap_allocator.num_free == kv.swap_allocator.num_blocks
+    # a shared block holds its tokens once: never more tokens than slots in use
+    for step in trace.steps:
+        assert step.kv_tokens_held <= step.kv_blocks_used * block_size
 
 
 def test_shared_system_prompt_hits_the_cache():

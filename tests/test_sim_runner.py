@@ -74,6 +74,13 @@ def test_tokens_come_from_the_workload_and_max_tokens_stays_a_cap():
     assert summarize(trace)["kv_waste"] > 0.8
 
 
+def test_ignore_eos_runs_every_request_to_max_tokens():
+    w = [RequestSpec("a", 4, 3, 50), RequestSpec("b", 4, 5, 20)]
+    trace = simulate(w, scheduling="continuous", max_num_seqs=2, block_size=4, ignore_eos=True)
+    assert [(r.output_len, r.finish_reason) for r in trace.requests.values()] == \
+        [(50, "length"), (20, "length")]
+
+
 def test_a_request_unknown_to_the_runner_runs_to_max_tokens():
     engine = make_sim_engine(block_size=4, num_kv_blocks=16)
     engine.add_request("x", {"prompt_token_ids": [3, 4]}, SamplingParams(max_tokens=6))
