@@ -14,6 +14,10 @@ like.
   arrive (Poisson) while they decode: the case chunked prefill (分块预填充) exists for.
 * `peer_workload` — 64 real chat prompts (the chat template applied) with skewed
   output lengths, for the comparison against transformers and vLLM.
+* `prefix_workload` — requests that all start with the same long system prompt, for
+  prefix caching (前缀缓存).
+* `speculative_prompts` — a task whose answer copies its prompt and one that does not,
+  for prompt-lookup speculative decoding (投机解码).
 
 Prompts are token ids. With a tokenizer they are cut from an English passage (so the
 model reads text, not noise); without one (the tiny test Llama) they are seeded random
