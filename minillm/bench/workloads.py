@@ -12,8 +12,8 @@ like.
   drawn length, so every engine generates exactly the same tokens.
 * `chunked_workload` — decode streams that start at t = 0, and long prompts that
   arrive (Poisson) while they decode: the case chunked prefill (分块预填充) exists for.
-* `peer_prompts`, `peer_output_lengths` — 64 real chat prompts (the chat template applied) with skewed
-  output lengths, for the comparison against transformers and vLLM.
+* `peer_prompts`, `peer_output_lengths` — 64 real chat prompts (the chat template
+  applied) with skewed output lengths, for the comparison against transformers and vLLM.
 * `prefix_workload` — requests that all start with the same long system prompt, for
   prefix caching (前缀缓存).
 * `speculative_prompts` — a task whose answer copies its prompt and one that does not,
