@@ -91,6 +91,12 @@ def test_alternation_reverses_every_other_round():
         ab.alternate(runners, rounds=0)
 
 
+def test_medians_are_per_contender_and_per_key_and_skip_nan():
+    runs = {"a": [{"x": 1.0, "y": float("nan")}, {"x": 5.0, "y": 2.0}, {"x": 2.0, "y": 4.0}],
+            "b": [{"x": 7.0, "y": 1.0}]}
+    assert ab.medians(runs) == {"a": {"x": 2.0, "y": 3.0}, "b": {"x": 7.0, "y": 1.0}}
+
+
 def test_paired_ratios_pair_runs_of_the_same_round():
     results = {"fast": [{"t": 10.0}, {"t": 30.0}, {"t": 9.0}],
                "slow": [{"t": 5.0}, {"t": 10.0}, {"t": 3.0}]}

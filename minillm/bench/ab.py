@@ -54,6 +54,12 @@ def values_of(runs: list[dict], key: str) -> list[float]:
     return [float(run[key]) for run in runs]
 
 
+def medians(results: dict[str, list[dict]]) -> dict[str, dict]:
+    """{name: {key: median over the rounds}} for every key of the runs' result dicts."""
+    return {name: {k: median([r[k] for r in runs]) for k in runs[0]}
+            for name, runs in results.items()}
+
+
 def paired_ratios(results: dict[str, list[dict]], numerator: str, denominator: str,
                   key: str) -> list[float]:
     """Per round: results[numerator][r][key] / results[denominator][r][key]."""

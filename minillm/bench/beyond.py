@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from minillm.bench import workloads as wl
-from minillm.bench.ab import alternate, paired_ratios, summary
+from minillm.bench.ab import alternate, medians, paired_ratios, summary
 from minillm.bench.engine_runs import kv_blocks_for, run_specs, warm_up
 from minillm.metrics import summarize
 from minillm.workload import RequestSpec
@@ -37,6 +37,16 @@ def _warm_prompts(bench, count: int) -> list[list[int]]:
     """Random ids that share no block with any workload prompt (nothing to cache)."""
     rng = np.random.default_rng(12345)
     return [rng.integers(2, bench.vocab_size, size=8).tolist() for _ in range(count)]
+
+
+def take_tokens(results: dict[str, list[dict]]) -> dict[str, dict[str, list[int]]]:
+    """Remove the generated tokens from every run's result (they are not numbers for the
+    JSON); keep the first round's, per contender, for the comparison."""
+    first = {name: runs[0]["tokens"] for name, runs in results.items()}
+    for runs in results.values():
+        for run in runs:
+            del run["tokens"]
+    return first
 
 
 def differing_requests(a: dict[str, list[int]], b: dict[str, list[int]]) -> list[str]:
@@ -92,10 +102,7 @@ def prefix_caching(bench) -> dict:
 
     results = alternate({"no cache": partial(run, False), "prefix cache": partial(run, True)},
                         cfg.rounds, on_run=bench.tick)
-    tokens = {name: runs[0].pop("tokens") for name, runs in results.items()}
-    for runs in results.values():
-        for r in runs[1:]:
-            r.pop("tokens")
+    tokens = take_tokens(results)
     differ = differing_requests(tokens["no cache"], tokens["prefix cache"])
     return {"workload": {"num_requests": len(specs), "shared_prefix": shape.shared_prefix,
                          "prompt_tokens": sum(s.prompt_len for s in specs),
@@ -103,8 +110,7 @@ def prefix_caching(bench) -> dict:
                          "max_num_seqs": cfg.max_num_seqs, "num_kv_blocks": blocks,
                          "shape": vars(shape)},
             "runs": results,
-            "medians": {n: {k: float(np.median([r[k] for r in rs])) for k in rs[0]}
-                        for n, rs in results.items()},
+            "medians": medians(results),
             "ratios": {"throughput, cache / no cache": summary(paired_ratios(
                            results, "prefix cache", "no cache", "generated_tokens_per_s")),
                        "TTFT P50, no cache / cache": summary(paired_ratios(
@@ -150,15 +156,11 @@ def speculative(bench) -> dict:
     results = alternate(runners, cfg.rounds, on_run=bench.tick)
     del llms
     gc.collect()
-    tokens = {name: runs[0].pop("tokens") for name, runs in results.items()}
-    for runs in results.values():
-        for r in runs[1:]:
-            r.pop("tokens")
+    tokens = take_tokens(results)
     out = {"workload": {**workloads, "max_num_seqs": shape.max_num_seqs,
                         "speculative_config": ngram},
            "runs": results,
-           "medians": {n: {k: float(np.median([r[k] for r in rs])) for k in rs[0]}
-                       for n, rs in results.items()},
+           "medians": medians(results),
            "ratios": {}, "outputs_differ": {}}
     for task in tasks:
         out["ratios"][f"{task}: speculative / plain"] = summary(paired_ratios(

@@ -29,7 +29,7 @@ from functools import partial
 import torch
 
 from minillm.bench import workloads as wl
-from minillm.bench.ab import alternate, median, paired_ratios, summary
+from minillm.bench.ab import alternate, median, medians, paired_ratios, summary
 from minillm.bench.beyond import prefix_caching, speculative
 from minillm.bench.engine_runs import kv_blocks_for, run_specs, run_summary, warm_up
 from minillm.bench.roofline import ceiling, decode_cost, measure_bandwidth, measure_matmul_flops
@@ -125,10 +125,6 @@ def _compare(bench: Bench, llms: dict, specs, prompts) -> tuple[dict, dict]:
     return {name: [_numbers(r) for r in runs] for name, runs in results.items()}, traces
 
 
-def _medians(runs: dict) -> dict:
-    return {name: {k: median([r[k] for r in rs]) for k in rs[0]} for name, rs in runs.items()}
-
-
 def workload_stats(specs) -> dict:
     outs = sorted(s.output_len for s in specs)
     return {"num_requests": len(specs), "prompt_tokens": sum(s.prompt_len for s in specs),
@@ -156,7 +152,7 @@ def throughput(bench: Bench) -> dict:
     key = "generated_tokens_per_s"
     return {"workload": {**workload_stats(specs), "shape": vars(shape),
                          "max_num_seqs": cfg.max_num_seqs, "num_kv_blocks": blocks},
-            "runs": runs, "medians": _medians(runs),
+            "runs": runs, "medians": medians(runs),
             "ratios": {"continuous/static": summary(paired_ratios(runs, "continuous", "static", key)),
                        "chunked/static": summary(paired_ratios(runs, "chunked", "static", key))},
             "traces": {name: t.to_dict() for name, t in traces.items()}}
@@ -235,7 +231,7 @@ def chunked(bench: Bench) -> dict:
     gc.collect()
     return {"workload": {**workload_stats(specs), "shape": vars(shape),
                          "chunk_budget": cfg.chunk_budget},
-            "runs": runs, "medians": _medians(runs),
+            "runs": runs, "medians": medians(runs),
             "ratios": {k: summary(paired_ratios(runs, "continuous", "chunked", k))
                        for k in ("itl_p99", "ttft_p50", "streams_itl_p99", "long_ttft_p50")},
             "itl": {n: request_metrics(t)["itl"].tolist() for n, t in traces.items()}}
