@@ -138,26 +138,28 @@ def speculative(bench) -> dict:
     tasks = wl.speculative_prompts(shape, bench.vocab_size, bench.tokenizer, cfg.seed)
     ngram = {"method": "ngram", "num_speculative_tokens": shape.num_speculative_tokens,
              "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    runners, llms = {}, []
-    workloads = {}
-    for task, (prompts, max_tokens) in tasks.items():
-        specs = [RequestSpec(f"{task}-{i}", len(p), max_tokens, max_tokens)
-                 for i, p in enumerate(prompts)]
-        workloads[task] = {"num_requests": len(specs), "max_tokens": max_tokens,
-                           "prompt_tokens": sum(len(p) for p in prompts)}
-        # room for the guesses too: up to k draft slots past a sequence's last token
-        blocks = kv_blocks_for(specs, shape.max_num_seqs) + shape.max_num_seqs
-        for mode, config in (("plain", None), ("speculative", ngram)):
-            llm = bench.make_llm(scheduling="continuous", max_num_seqs=shape.max_num_seqs,
+    workloads = {task: [RequestSpec(f"{task}-{i}", len(p), max_tokens, max_tokens)
+                        for i, p in enumerate(prompts)]
+                 for task, (prompts, max_tokens) in tasks.items()}
+    # one engine per mode serves both tasks (the proposer keeps no state between runs);
+    # room for the guesses too: up to k draft slots past a sequence's last token
+    blocks = max(kv_blocks_for(specs, shape.max_num_seqs) for specs in workloads.values())
+    blocks += shape.max_num_seqs
+    llms = {mode: bench.make_llm(scheduling="continuous", max_num_seqs=shape.max_num_seqs,
                                  num_kv_blocks=blocks, speculative_config=config)
-            warm_up(llm, prompts[:shape.max_num_seqs])
-            llms.append(llm)
-            runners[f"{task} {mode}"] = partial(_speculative_run, llm, specs, prompts)
+            for mode, config in (("plain", None), ("speculative", ngram))}
+    for llm in llms.values():
+        warm_up(llm, _warm_prompts(bench, shape.max_num_seqs))
+    runners = {f"{task} {mode}": partial(_speculative_run, llm, workloads[task], tasks[task][0])
+               for task in tasks for mode, llm in llms.items()}
     results = alternate(runners, cfg.rounds, on_run=bench.tick)
     del llms
     gc.collect()
     tokens = take_tokens(results)
-    out = {"workload": {**workloads, "max_num_seqs": shape.max_num_seqs,
+    stats = {task: {"num_requests": len(specs), "max_tokens": specs[0].max_tokens,
+                    "prompt_tokens": sum(s.prompt_len for s in specs)}
+             for task, specs in workloads.items()}
+    out = {"workload": {**stats, "max_num_seqs": shape.max_num_seqs,
                         "speculative_config": ngram},
            "runs": results,
            "medians": medians(results),

@@ -94,6 +94,18 @@ class Bench:
         kwargs.setdefault("max_num_seqs", self.config.max_num_seqs)
         return LLM(self.hf_model, tokenizer=self.tokenizer, dtype=self.dtype, **kwargs)
 
+    def mode_kwargs(self, mode: str) -> dict:
+        """The LLM settings of a scheduling mode the bench compares."""
+        modes = {"static": dict(scheduling="static"),
+                 "continuous": dict(scheduling="continuous"),
+                 "chunked": dict(scheduling="continuous", enable_chunked_prefill=True,
+                                 max_num_batched_tokens=self.config.chunk_budget)}
+        return modes[mode]
+
+    def mode_llms(self, modes: tuple[str, ...], num_kv_blocks: int) -> dict:
+        """{mode: LLM} for the scheduling modes, all with the same KV cache size."""
+        return {m: self.make_llm(num_kv_blocks=num_kv_blocks, **self.mode_kwargs(m)) for m in modes}
+
     def prompts(self, specs):
         return wl.prompt_token_ids(specs, self.vocab_size, self.tokenizer, self.config.seed)
 
@@ -141,11 +153,7 @@ def throughput(bench: Bench) -> dict:
     specs = wl.throughput_workload(shape, cfg.seed)
     prompts = bench.prompts(specs)
     blocks = kv_blocks_for(specs, cfg.max_num_seqs)
-    llms = {"static": bench.make_llm(scheduling="static", num_kv_blocks=blocks),
-            "continuous": bench.make_llm(scheduling="continuous", num_kv_blocks=blocks),
-            "chunked": bench.make_llm(scheduling="continuous", num_kv_blocks=blocks,
-                                      enable_chunked_prefill=True,
-                                      max_num_batched_tokens=cfg.chunk_budget)}
+    llms = bench.mode_llms(("static", "continuous", "chunked"), blocks)
     runs, traces = _compare(bench, llms, specs, prompts)
     del llms
     gc.collect()
@@ -208,10 +216,7 @@ def chunked(bench: Bench) -> dict:
     specs = wl.chunked_workload(shape, cfg.seed)
     prompts = bench.prompts(specs)
     blocks = kv_blocks_for(specs, cfg.max_num_seqs)
-    llms = {"continuous": bench.make_llm(scheduling="continuous", num_kv_blocks=blocks),
-            "chunked": bench.make_llm(scheduling="continuous", num_kv_blocks=blocks,
-                                      enable_chunked_prefill=True,
-                                      max_num_batched_tokens=cfg.chunk_budget)}
+    llms = bench.mode_llms(("continuous", "chunked"), blocks)
     for llm in llms.values():
         warm_up(llm, prompts[:2])
 

@@ -208,13 +208,9 @@ def peers(bench) -> dict:
     blocks = kv_blocks_for(specs, cfg.max_num_seqs)
     n = cfg.max_num_seqs
     runners, skipped, workers = {}, {}, []
-    for name, kwargs in (("minillm static", dict(scheduling="static")),
-                         ("minillm continuous", dict(scheduling="continuous")),
-                         ("minillm chunked", dict(scheduling="continuous", enable_chunked_prefill=True,
-                                                  max_num_batched_tokens=cfg.chunk_budget))):
-        llm = bench.make_llm(num_kv_blocks=blocks, **kwargs)
+    for mode, llm in bench.mode_llms(("static", "continuous", "chunked"), blocks).items():
         warm_up(llm, prompts[:n])
-        runners[name] = partial(run_minillm, llm, specs, prompts)
+        runners[f"minillm {mode}"] = partial(run_minillm, llm, specs, prompts)
     hf = bench.hf_model.to(bench.dtype)
     pad = bench.tokenizer.pad_token_id if bench.tokenizer is not None else 0
     pad = 0 if pad is None else pad
