@@ -82,50 +82,116 @@ def attend_per_sequence(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     return out
 
 
+# A group costs a few fixed-size calls per layer (gather K, gather V, attention, ...):
+# on the course machine about as long as gathering this many extra KV blocks.
+GROUP_COST_IN_BLOCKS = 12
+
+
 class TorchAttention:
     """Batched paged attention in plain PyTorch (see module docstring)."""
 
     name = "torch"
 
+    def __init__(self, group_cost_in_blocks: int = GROUP_COST_IN_BLOCKS):
+        self.group_cost = group_cost_in_blocks
+
     def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
         plan = meta.scratch.get("torch_plan")
         if plan is None:                        # built once per step, reused by every layer
-            plan = meta.scratch["torch_plan"] = _Plan(meta)
+            plan = meta.scratch["torch_plan"] = _Plan(meta, self.group_cost)
         write_kv(k, v, k_cache, v_cache, meta.slot_mapping, plan.all_slots_valid)
-        if plan.prefill is None:                # decode only: q's rows are the sequences
-            return _attend_decode(q, k_cache, v_cache, plan.decode, scale)
-        out = torch.empty_like(q)
-        if plan.decode is not None:
-            rows = plan.decode.rows
-            out[rows] = _attend_decode(q[rows], k_cache, v_cache, plan.decode, scale)
-        out[plan.prefill.rows] = _attend_group(q, k_cache, v_cache, plan.prefill, scale)
-        return out
+        outs = [group.attend(q, k_cache, v_cache, scale) for group in plan.groups]   # [rows_g, Hq, D]
+        out = outs[0] if len(outs) == 1 else torch.cat(outs)                         # [T, Hq, D]
+        return out if plan.row_order is None else out.index_select(0, plan.row_order)
 
 
 class _Plan:
-    """Which rows are decodes and which are prefill chunks, with their index tensors."""
+    """How this step's rows are split into groups, with every group's index tensors.
 
-    def __init__(self, meta: AttentionMetadata):
+    Decode rows are sorted by length and cut into groups of similar length
+    (`split_by_length`); prefill chunks form one more group. `row_order` maps the
+    groups' outputs, laid end to end, back to the flat batch's row order.
+    """
+
+    def __init__(self, meta: AttentionMetadata, group_cost: int):
+        bs = meta.block_size
         decode_ids = [b for b, n in enumerate(meta.query_lens) if n == 1]
         prefill_ids = [b for b, n in enumerate(meta.query_lens) if n > 1]
-        self.decode = _DecodeGroup(meta, decode_ids) if decode_ids else None
-        self.prefill = _Group(meta, prefill_ids) if prefill_ids else None
+        num_blocks = [-(-meta.seq_lens_list[b] // bs) for b in decode_ids]
+        self.groups: list = [_DecodeGroup(meta, ids)
+                             for ids in split_by_length(decode_ids, num_blocks, group_cost)]
+        if prefill_ids:
+            self.groups.append(_PrefillGroup(meta, prefill_ids))
+        rows = [r for g in self.groups for r in g.row_list]     # the groups' rows, end to end
+        self.row_order = None                   # None: that is already the flat order
+        if rows != list(range(len(rows))):
+            position = [0] * len(rows)
+            for i, r in enumerate(rows):
+                position[r] = i
+            self.row_order = torch.tensor(position, device=meta.seq_lens.device)
         self.all_slots_valid = bool((meta.slot_mapping >= 0).all())
 
 
+def split_by_length(ids: list[int], num_blocks: list[int], group_cost: int) -> list[list[int]]:
+    """Cut sequences into groups that each attend as one padded batch.
+
+    A group pads every member to its longest member, so its work is about
+    `len(group) × max blocks`, plus a fixed `group_cost` (in blocks) for its extra
+    calls. Sorted by length, the best cut is found by dynamic programming over the
+    distinct block counts. Example (cost 12): block counts [2, 2, 2, 2, 9, 9] →
+    one group costs 6·9 + 12 = 66, two groups [2, 2, 2, 2] + [9, 9] cost 8 + 12 + 18 + 12 = 50.
+    """
+    if not ids:
+        return []
+    order = sorted(range(len(ids)), key=lambda i: num_blocks[i])
+    widths = sorted(set(num_blocks))                   # candidate group widths, ascending
+    upto = [sum(1 for n in num_blocks if n <= w) for w in widths]   # rows of width ≤ w
+    best = [0.0] * (len(widths) + 1)                   # best[j]: cost of the first upto[j-1] rows
+    cut = [0] * (len(widths) + 1)
+    for j in range(1, len(widths) + 1):
+        best[j], cut[j] = min((best[i] + (upto[j - 1] - (upto[i - 1] if i else 0)) * widths[j - 1]
+                               + group_cost, i) for i in range(j))
+    groups, j = [], len(widths)
+    while j > 0:
+        start, end = (upto[cut[j] - 1] if cut[j] else 0), upto[j - 1]
+        groups.append(sorted(ids[i] for i in order[start:end]))   # members in batch order
+        j = cut[j]
+    return groups[::-1]
+
+
+def gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor, shape) -> torch.Tensor:
+    """cache [N, bs, Hkv, D] → the listed blocks, end to end per sequence: [G, Hkv, L, D].
+
+    Each block is one row of a 2-D view, so the copy moves whole blocks
+    (bs · Hkv · D contiguous values) at a time.
+    """
+    G, L = shape
+    rows = cache.view(cache.shape[0], -1).index_select(0, block_ids)     # [G·nb, bs·Hkv·D]
+    return rows.view(G, L, *cache.shape[2:]).transpose(1, 2)            # [G, Hkv, L, D]
+
+
+def _block_ids(meta: AttentionMetadata, seq_ids: list[int], num_blocks: int) -> torch.Tensor:
+    """The first `num_blocks` block ids of each listed sequence, end to end: [G·nb]."""
+    return meta.block_tables[seq_ids, :num_blocks].long().reshape(-1)
+
+
 class _DecodeGroup:
-    """Index tensors for G sequences with one query each (see the module docstring)."""
+    """G sequences with one query each (see the module docstring)."""
 
     def __init__(self, meta: AttentionMetadata, seq_ids: list[int]):
         device = meta.seq_lens.device
         bs = meta.block_size
         starts = meta.query_start_loc.tolist()
-        self.rows = torch.tensor([starts[b] for b in seq_ids], device=device)       # [G]
+        self.row_list = [starts[b] for b in seq_ids]
+        self.rows = torch.tensor(self.row_list, device=device)              # [G]
         lens = torch.tensor([meta.seq_lens_list[b] for b in seq_ids], device=device)
         num_blocks = -(-max(meta.seq_lens_list[b] for b in seq_ids) // bs)
-        tables = meta.block_tables[seq_ids, :num_blocks].long()      # [G, nb] (0-padded)
-        self.block_ids = tables.reshape(-1)                           # [G·nb]
-        self.shape = (len(seq_ids), num_blocks * bs)                  # (G, L)
+        self.block_ids = _block_ids(meta, seq_ids, num_blocks)               # [G·nb]
+        self.shape = (len(seq_ids), num_blocks * bs)                         # (G, L)
+        # rows side by side (the usual case) are a slice of q: no copy needed
+        first = self.row_list[0]
+        self.row_slice = (slice(first, first + len(seq_ids))
+                          if self.row_list == list(range(first, first + len(seq_ids))) else None)
         # keys at position >= seq_len (the tail of the last block, or padding blocks)
         # must get no weight: add -inf to their scores
         pos = torch.arange(num_blocks * bs, device=device)
@@ -135,16 +201,18 @@ class _DecodeGroup:
     def mask(self, dtype: torch.dtype) -> torch.Tensor:
         """Additive mask [G, 1, 1, L] in the queries' dtype: 0 visible, -inf hidden."""
         if dtype not in self._masks:
-            zeros = torch.zeros(self.hidden.shape, dtype=dtype, device=self.hidden.device)
-            self._masks[dtype] = zeros.masked_fill(self.hidden, float("-inf"))
+            self._masks[dtype] = _additive(self.hidden, dtype)
         return self._masks[dtype]
 
+    def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
+        """q [T, Hq, D] (the whole step) → this group's outputs [G, Hq, D]."""
+        q = q[self.row_slice] if self.row_slice else q.index_select(0, self.rows)   # [G, Hq, D]
+        return _attend_decode(q, k_cache, v_cache, self, scale)
 
-def gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor, shape) -> torch.Tensor:
-    """cache [N, bs, Hkv, D] → the listed blocks, end to end per sequence: [G, Hkv, L, D]."""
-    G, L = shape
-    blocks = cache.index_select(0, block_ids)                     # [G·nb, bs, Hkv, D]
-    return blocks.view(G, L, *cache.shape[2:]).transpose(1, 2)    # [G, Hkv, L, D]
+
+def _additive(hidden: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean "hide this key" → additive scores mask: 0 where visible, -inf where hidden."""
+    return torch.zeros(hidden.shape, dtype=dtype, device=hidden.device).masked_fill(hidden, float("-inf"))
 
 
 def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> torch.Tensor:
@@ -160,48 +228,63 @@ def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> to
     return o.reshape(G, num_heads, head_dim)
 
 
-class _Group:
-    """Index tensors for attending a set of sequences as one padded batch."""
+class _PrefillGroup:
+    """Prefill chunks (n > 1 queries each), attended as one batch padded to the longest.
+
+    Keys come from whole blocks, as for decodes. The mask is causal *and* offset: a
+    chunk's first query sits at position `seq_len - n`, not 0, and sees everything
+    before it. A single chunk (the common case) needs no padding at all.
+    """
 
     def __init__(self, meta: AttentionMetadata, seq_ids: list[int]):
         device = meta.seq_lens.device
+        bs = meta.block_size
         q_lens = [meta.query_lens[b] for b in seq_ids]
         s_lens = [meta.seq_lens_list[b] for b in seq_ids]
         starts = meta.query_start_loc.tolist()
-        max_q, max_l = max(q_lens), max(s_lens)
+        max_q, num_blocks = max(q_lens), -(-max(s_lens) // bs)
         # which flat rows belong to this group, and where they go in the padded [G, max_q]
-        rows, pad_b, pad_i = [], [], []
+        self.row_list, pad_b, pad_i = [], [], []
         for g, b in enumerate(seq_ids):
-            rows.extend(range(starts[b], starts[b] + q_lens[g]))
+            self.row_list.extend(range(starts[b], starts[b] + q_lens[g]))
             pad_b.extend([g] * q_lens[g])
             pad_i.extend(range(q_lens[g]))
-        self.rows = torch.tensor(rows, device=device)
+        self.rows = torch.tensor(self.row_list, device=device)
+        self.first_row = starts[seq_ids[0]]
+        self.padded = len(seq_ids) > 1
         self.pad_b = torch.tensor(pad_b, device=device)
         self.pad_i = torch.tensor(pad_i, device=device)
         self.shape = (len(seq_ids), max_q)
-        # gather index into the flat cache: slot of key position p of sequence g  [G, max_l]
-        pos = torch.arange(max_l, device=device)
-        tables = meta.block_tables[seq_ids].long()                       # [G, max_blocks]
-        self.slots = tables[:, pos // meta.block_size] * meta.block_size + pos % meta.block_size
-        # mask [G, 1, max_q, max_l]: key p visible to query i iff p <= seq_len - q_len + i
+        self.block_ids = _block_ids(meta, seq_ids, num_blocks)              # [G·nb]
+        self.kv_shape = (len(seq_ids), num_blocks * bs)                      # (G, L)
+        # key p hidden from query i iff p > its position seq_len - q_len + i  [G, 1, max_q, L]
+        pos = torch.arange(num_blocks * bs, device=device)
         s = torch.tensor(s_lens, device=device)[:, None]
         n = torch.tensor(q_lens, device=device)[:, None]
         q_pos = s - n + torch.arange(max_q, device=device)[None, :]       # [G, max_q]
-        self.mask = (pos[None, None, :] <= q_pos[:, :, None])[:, None]
+        self.hidden = (pos[None, None, :] > q_pos[:, :, None])[:, None]
+        self._masks: dict = {}
 
+    def mask(self, dtype: torch.dtype) -> torch.Tensor:
+        if dtype not in self._masks:
+            self._masks[dtype] = _additive(self.hidden, dtype)
+        return self._masks[dtype]
 
-def _attend_group(q, k_cache, v_cache, group: _Group, scale: float) -> torch.Tensor:
-    num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
-    k_flat = k_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    v_flat = v_cache.view(num_blocks * block_size, num_kv_heads, head_dim)
-    keys = k_flat[group.slots].transpose(1, 2).to(q.dtype)      # [G, Hkv, L, D]
-    values = v_flat[group.slots].transpose(1, 2).to(q.dtype)    # [G, Hkv, L, D]
-    q_pad = q.new_zeros(*group.shape, q.shape[1], head_dim)      # [G, max_q, Hq, D]
-    q_pad[group.pad_b, group.pad_i] = q[group.rows]
-    o = F.scaled_dot_product_attention(
-        q_pad.transpose(1, 2), keys, values, attn_mask=group.mask, scale=scale,
-        enable_gqa=True)                                         # [G, Hq, max_q, D]
-    return o.transpose(1, 2)[group.pad_b, group.pad_i]          # [rows, Hq, D]
+    def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
+        """q [T, Hq, D] (the whole step) → this group's rows [rows, Hq, D]."""
+        G, max_q = self.shape
+        if self.padded:
+            q_pad = q.new_zeros(G, max_q, *q.shape[1:])                    # [G, max_q, Hq, D]
+            q_pad[self.pad_b, self.pad_i] = q[self.rows]
+        else:                                       # one chunk: its rows are contiguous
+            q_pad = q[self.first_row:self.first_row + max_q].unsqueeze(0)
+        keys = gather_blocks(k_cache, self.block_ids, self.kv_shape).to(q.dtype)    # [G, Hkv, L, D]
+        values = gather_blocks(v_cache, self.block_ids, self.kv_shape).to(q.dtype)
+        o = F.scaled_dot_product_attention(
+            q_pad.transpose(1, 2), keys, values, attn_mask=self.mask(q.dtype), scale=scale,
+            enable_gqa=True)                                         # [G, Hq, max_q, D]
+        o = o.transpose(1, 2)                                        # [G, max_q, Hq, D]
+        return o[self.pad_b, self.pad_i] if self.padded else o[0]   # [rows, Hq, D]
 
 
 class PerSequenceAttention:

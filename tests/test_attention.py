@@ -1,0 +1,112 @@
+"""The batched torch attention backend vs the per-sequence reference, on random steps.
+
+`TorchAttention` splits a step's rows into groups (decodes of similar length, prefill
+chunks), gathers whole KV blocks per group and puts the outputs back in row order. The
+reference (`attend_per_sequence`) loops over sequences one at a time. Hypothesis draws
+mixed steps — decodes and prefill chunks in any order, scattered block tables, GQA — and
+both must agree, for every grouping the cost rule could choose.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minillm.attention as attention
+from minillm.attention import PerSequenceAttention, TorchAttention, split_by_length
+from minillm.attention_metadata import build_attention_metadata
+
+pytestmark = pytest.mark.unit
+
+
+@st.composite
+def steps(draw):
+    """One step: per sequence (tokens already cached, new tokens this step)."""
+    num_seqs = draw(st.integers(1, 7))
+    seqs = [(draw(st.integers(0, 40)), draw(st.sampled_from([1, 1, 1, 2, 3, 7])))
+            for _ in range(num_seqs)]
+    return {"seqs": seqs, "block_size": draw(st.sampled_from([1, 2, 4, 16])),
+            "kv_heads": draw(st.integers(1, 3)), "ratio": draw(st.sampled_from([1, 3])),
+            "head_dim": draw(st.sampled_from([8, 16])), "seed": draw(st.integers(0, 1000))}
+
+
+def make_step(step):
+    """Random caches, scattered block tables, new q/k/v and the step's metadata."""
+    gen = torch.Generator().manual_seed(step["seed"])
+    bs, hkv, d = step["block_size"], step["kv_heads"], step["head_dim"]
+    totals = [cached + new for cached, new in step["seqs"]]
+    need = [-(-t // bs) for t in totals]
+    num_blocks = sum(need) + 2
+    perm = torch.randperm(num_blocks, generator=gen).tolist()
+    tables, slots = [], []
+    for (cached, new), n in zip(step["seqs"], need):
+        tables.append(perm[:n])
+        perm = perm[n:]
+        slots += [tables[-1][p // bs] * bs + p % bs for p in range(cached, cached + new)]
+    T = sum(new for _, new in step["seqs"])
+    meta = build_attention_metadata([new for _, new in step["seqs"]], totals, tables, slots, bs,
+                                    torch.device("cpu"))
+    k_cache = torch.randn(num_blocks, bs, hkv, d, generator=gen)   # garbage where no token is
+    v_cache = torch.randn(num_blocks, bs, hkv, d, generator=gen)
+    q = torch.randn(T, hkv * step["ratio"], d, generator=gen)
+    k, v = torch.randn(T, hkv, d, generator=gen), torch.randn(T, hkv, d, generator=gen)
+    return q, k, v, k_cache, v_cache, meta
+
+
+@pytest.mark.parametrize("group_cost", [0, 12, 10_000])   # many groups, the default, one group
+@settings(max_examples=60, deadline=None)
+@given(step=steps())
+def test_batched_attention_matches_per_sequence(group_cost, step):
+    q, k, v, k_cache, v_cache, meta = make_step(step)
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    expected = PerSequenceAttention()(q, k, v, ref_k, ref_v, meta, 0.3)
+    got = TorchAttention(group_cost)(q, k, v, k_cache, v_cache, meta, 0.3)
+    assert got.shape == q.shape
+    torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
+    assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)   # same K/V written
+
+
+def test_attention_is_wrong_if_rows_come_back_in_group_order():
+    """Decodes of very different lengths are grouped out of order: the output must be
+    put back in row order, or sequences get each other's attention."""
+    step = {"seqs": [(40, 1), (2, 1), (39, 1), (3, 1)], "block_size": 2, "kv_heads": 1,
+            "ratio": 3, "head_dim": 8, "seed": 0}
+    q, k, v, k_cache, v_cache, meta = make_step(step)
+    plan = attention._Plan(meta, group_cost=5)
+    assert [g.row_list for g in plan.groups] == [[1, 3], [0, 2]]
+    expected = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
+    got = TorchAttention(group_cost_in_blocks=5)(q, k, v, k_cache, v_cache, meta, 0.3)
+    torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
+    in_group_order = expected[[1, 3, 0, 2]]
+    assert not torch.allclose(got, in_group_order)
+
+
+def _cost(groups, blocks, group_cost):
+    return sum(len(g) * max(blocks[i] for i in g) + group_cost for g in groups)
+
+
+@given(blocks=st.lists(st.integers(1, 9), min_size=0, max_size=7), group_cost=st.integers(0, 20))
+def test_split_by_length_is_optimal(blocks, group_cost):
+    ids = list(range(len(blocks)))
+    groups = split_by_length(ids, blocks, group_cost)
+    assert sorted(i for g in groups for i in g) == ids             # every row exactly once
+    assert all(g == sorted(g) for g in groups)                     # members in batch order
+    if not ids:
+        assert groups == []
+        return
+    # brute force: every way of cutting the length-sorted rows into consecutive groups
+    order = sorted(ids, key=lambda i: blocks[i])
+    best = min(_cost([order[a:b] for a, b in zip((0,) + cuts, cuts + (len(order),))],
+                     blocks, group_cost)
+               for r in range(len(order))
+               for cuts in itertools.combinations(range(1, len(order)), r))
+    assert _cost(groups, blocks, group_cost) == best
+
+
+def test_split_by_length_example_from_the_docstring():
+    assert split_by_length(list(range(6)), [2, 2, 2, 2, 9, 9], 12) == [[0, 1, 2, 3], [4, 5]]
+    assert split_by_length(list(range(6)), [2, 2, 2, 2, 9, 9], 100) == [[0, 1, 2, 3, 4, 5]]
