@@ -108,5 +108,6 @@ def test_split_by_length_is_optimal(blocks, group_cost):
 
 
 def test_split_by_length_example_from_the_docstring():
-    assert split_by_length(list(range(6)), [2, 2, 2, 2, 9, 9], 12) == [[0, 1, 2, 3], [4, 5]]
-    assert split_by_length(list(range(6)), [2, 2, 2, 2, 9, 9], 100) == [[0, 1, 2, 3, 4, 5]]
+    blocks = [2, 30, 2, 2, 2, 2, 30, 2, 2, 2]
+    assert split_by_length(list(range(10)), blocks, 40) == [[0, 2, 3, 4, 5, 7, 8, 9], [1, 6]]
+    assert split_by_length(list(range(10)), [2] * 8 + [3, 3], 40) == [list(range(10))]
