@@ -133,6 +133,20 @@ def test_ceiling_is_memory_bound_at_batch_1_and_compute_bound_when_large():
 
 # ------------------------------------------------------------------ checks and report
 
+def test_history_contexts_and_decode_batch_lay_out_each_sequence():
+    from minillm.bench.history import decode_batch, parse_contexts
+    assert parse_contexts("128", 3) == [128, 128, 128]
+    assert parse_contexts("1000,60x3", 16) == [1000, 60, 60, 60]
+    contexts = [33, 5, 16]
+    ids, pos, meta, rows = decode_batch(contexts, block_size=16, num_blocks=12)
+    assert pos.tolist() == contexts and meta.seq_lens_list == [34, 6, 17]
+    used = [b for t, c in zip(meta.block_tables.tolist(), contexts) for b in t[:-(-(c + 1) // 16)]]
+    assert len(used) == len(set(used)) == 3 + 1 + 2           # no block shared by two sequences
+    for b, c in enumerate(contexts):                          # the new token's slot
+        table = meta.block_tables[b].tolist()
+        assert meta.slot_mapping[b].item() == table[c // 16] * 16 + c % 16
+
+
 def test_wrong_token_counts_are_refused():
     trace = Trace(requests={"a": RequestRecord("a", 0.0, 3, 5, output_len=4)})
     with pytest.raises(RuntimeError, match="wrong number of tokens"):

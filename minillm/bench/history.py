@@ -1,6 +1,7 @@
 """What each performance commit bought: one decode step, old code vs new, same run.
 
     python -m minillm.bench.history 7d34ce2 bd02842 HEAD --batch 16 --rounds 20
+    python -m minillm.bench.history 6270ea3 HEAD --context 1000,60x15   # mixed lengths
 
 For every commit given, `minillm/model.py` and `minillm/attention.py` are read from git
 (`git show COMMIT:path`) and imported as separate modules, so several versions of the
@@ -44,17 +45,32 @@ def load_version(commit: str, folder: Path):
     return modules
 
 
-def decode_batch(batch: int, context: int, block_size: int, num_blocks: int):
+def parse_contexts(text: str, batch: int) -> list[int]:
+    """Tokens already cached per sequence: "128" (every one of `batch` sequences) or a
+    list with repeats, "1000,60x15" → [1000, 60, 60, …] (the batch is its length)."""
+    if "," not in text and "x" not in text:
+        return [int(text)] * batch
+    contexts = []
+    for part in text.split(","):
+        value, _, times = part.partition("x")
+        contexts += [int(value)] * int(times or 1)
+    return contexts
+
+
+def decode_batch(contexts: list[int], block_size: int, num_blocks: int):
     """Inputs of one decode step with scattered block tables (the same every call)."""
     from minillm.attention_metadata import build_attention_metadata
-    per_seq = -(-(context + 1) // block_size)
+    per_seq = [-(-(c + 1) // block_size) for c in contexts]
     order = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(0)).tolist()
-    tables = [order[b * per_seq:(b + 1) * per_seq] for b in range(batch)]
-    slots = [t[context // block_size] * block_size + context % block_size for t in tables]
-    meta = build_attention_metadata([1] * batch, [context + 1] * batch, tables, slots,
-                                    block_size, torch.device("cpu"))
-    ids = torch.randint(100, 40000, (batch,), generator=torch.Generator().manual_seed(1))
-    return ids, torch.full((batch,), context), meta, torch.arange(batch)
+    tables, start = [], 0
+    for n in per_seq:
+        tables.append(order[start:start + n])
+        start += n
+    slots = [t[c // block_size] * block_size + c % block_size for t, c in zip(tables, contexts)]
+    meta = build_attention_metadata([1] * len(contexts), [c + 1 for c in contexts], tables,
+                                    slots, block_size, torch.device("cpu"))
+    ids = torch.randint(100, 40000, (len(contexts),), generator=torch.Generator().manual_seed(1))
+    return ids, torch.tensor(contexts), meta, torch.arange(len(contexts))
 
 
 def main(argv=None) -> int:
@@ -63,7 +79,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("commits", nargs="+")
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--context", default="128",
+                        help='tokens cached per sequence: "128", or a list such as "1000,60x15"')
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="float32")
@@ -75,7 +92,8 @@ def main(argv=None) -> int:
     from minillm.model_loader import load_hf_model
     hf, _ = load_hf_model(args.model)
     block_size = 16
-    num_blocks = args.batch * (-(-(args.context + 1) // block_size)) + 4
+    contexts = parse_contexts(args.context, args.batch)
+    num_blocks = sum(-(-(c + 1) // block_size) for c in contexts) + 4
     cache = None
     versions = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +111,7 @@ def main(argv=None) -> int:
 
     def step(commit):
         model, backend, kv = versions[commit]
-        ids, pos, meta, rows = decode_batch(args.batch, args.context, block_size, num_blocks)
+        ids, pos, meta, rows = decode_batch(contexts, block_size, num_blocks)
         start = time.perf_counter()
         logits = model(ids, pos, kv, meta, rows, backend)
         return {"s": time.perf_counter() - start, "logits": logits}
@@ -104,7 +122,7 @@ def main(argv=None) -> int:
     ref = step(first)["logits"]
     diffs = {c: (step(c)["logits"] - ref).abs().max().item() for c in args.commits}
     results = alternate({c: (lambda c=c: {"s": step(c)["s"]}) for c in args.commits}, args.rounds)
-    print(f"decode step, batch {args.batch}, context {args.context}, {args.dtype}, "
+    print(f"decode step, batch {len(contexts)}, context {args.context}, {args.dtype}, "
           f"{args.threads} threads, {args.rounds} rounds; load average {os.getloadavg()}")
     for commit in args.commits:
         ratio = median(paired_ratios(results, first, commit, "s"))
