@@ -18,7 +18,8 @@ Backends:
   - **decode rows** (one query each, by far the most common), cut into groups of
     similar length (`split_by_length`: a group costs a few calls, padding costs
     gathered blocks; with one 1,000-token sequence among fifteen of 60 tokens, two
-    groups instead of one made a step's attention ~3× faster on the course machine).
+    groups instead of one made the whole decode step 6.5× faster on the course
+    machine: 414 → 64 ms, see minillm/PERFORMANCE.md).
     Whole *blocks* are gathered (`index_select` of block ids — one copy of 16 token
     rows at a time) into `[G, Hkv, L, D]`; the query heads that share a K/V head are
     stacked as that head's "queries" (`[G, Hkv, Hq/Hkv, D]`), so GQA needs no copy
