@@ -40,6 +40,7 @@ SmolLM2); ``config.rope_theta`` no longer exists as an attribute.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -195,6 +196,24 @@ def _check_hf_folder(folder: Path) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def quiet_weight_loading():
+    """Hide transformers' "Loading weights" progress bar while a model loads.
+
+    In a notebook that bar is drawn as a widget every time a lesson loads the model:
+    noise next to the course's own widgets. The previous setting is restored after.
+    """
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
 def _load_folder(folder: Path, dtype: torch.dtype):
     """Load a checked local Hugging Face Llama folder -> (model in eval mode, tokenizer|None)."""
     from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
@@ -202,7 +221,8 @@ def _load_folder(folder: Path, dtype: torch.dtype):
     _check_hf_folder(folder)
     config = AutoConfig.from_pretrained(folder, local_files_only=True)
     check_llama_config(config, where=str(folder))
-    model = LlamaForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
+    with quiet_weight_loading():
+        model = LlamaForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
     tokenizer = None
     if any((folder / name).is_file() for name in _TOKENIZER_FILES):
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -238,9 +258,10 @@ def _convert_smollm2(target: Path) -> None:
     gguf_path = find_smollm2_gguf()
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-    gguf_model = AutoModelForCausalLM.from_pretrained(
-        folder, gguf_file=name, dtype=torch.float32, local_files_only=True
-    )
+    with quiet_weight_loading():
+        gguf_model = AutoModelForCausalLM.from_pretrained(
+            folder, gguf_file=name, dtype=torch.float32, local_files_only=True
+        )
 
     config = gguf_model.config
     if hasattr(config, "quantization_config"):

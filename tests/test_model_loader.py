@@ -286,6 +286,23 @@ def test_saved_tiny_llama_loads_back_with_identical_logits(tmp_path):
 
 
 @pytest.mark.unit
+def test_loading_draws_no_progress_bar_and_restores_the_setting(tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+    build_tiny_llama().save_pretrained(tmp_path)
+    capfd.readouterr()
+    assert hf_logging.is_progress_bar_enabled()
+    load_hf_model(tmp_path)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()          # the user's setting is back
+    hf_logging.disable_progress_bar()
+    try:
+        load_hf_model(tmp_path)
+        assert not hf_logging.is_progress_bar_enabled()  # and stays off if it was off
+    finally:
+        hf_logging.enable_progress_bar()
+
+
+@pytest.mark.unit
 def test_load_model_and_tokenizer_accepts_objects_names_and_paths(tmp_path):
     model = build_tiny_llama()
     model.train()
