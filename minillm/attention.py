@@ -185,7 +185,22 @@ def _block_ids(meta: AttentionMetadata, seq_ids: list[int], num_blocks: int) -> 
     return meta.block_tables[seq_ids, :num_blocks].long().reshape(-1)
 
 
-class _DecodeGroup:
+class _MaskedGroup:
+    """What every group shares: `hidden` [G, 1, q, L], True where a query must not see a
+    key, turned into an additive mask (0 visible, -inf hidden) once per dtype — every
+    layer of the step reuses it."""
+
+    hidden: torch.Tensor
+
+    def mask(self, dtype: torch.dtype) -> torch.Tensor:
+        masks = self.__dict__.setdefault("_masks", {})
+        if dtype not in masks:
+            zeros = torch.zeros(self.hidden.shape, dtype=dtype, device=self.hidden.device)
+            masks[dtype] = zeros.masked_fill(self.hidden, float("-inf"))
+        return masks[dtype]
+
+
+class _DecodeGroup(_MaskedGroup):
     """G sequences with one query each (see the module docstring)."""
 
     def __init__(self, meta: AttentionMetadata, seq_ids: list[int]):
@@ -206,23 +221,11 @@ class _DecodeGroup:
         # must get no weight: add -inf to their scores
         pos = torch.arange(num_blocks * bs, device=device)
         self.hidden = (pos[None, :] >= lens[:, None])[:, None, None, :]   # [G, 1, 1, L]
-        self._masks: dict = {}
-
-    def mask(self, dtype: torch.dtype) -> torch.Tensor:
-        """Additive mask [G, 1, 1, L] in the queries' dtype: 0 visible, -inf hidden."""
-        if dtype not in self._masks:
-            self._masks[dtype] = _additive(self.hidden, dtype)
-        return self._masks[dtype]
 
     def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
         """q [T, Hq, D] (the whole step) → this group's outputs [G, Hq, D]."""
         q = q[self.row_slice] if self.row_slice else q.index_select(0, self.rows)   # [G, Hq, D]
         return _attend_decode(q, k_cache, v_cache, self, scale)
-
-
-def _additive(hidden: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Boolean "hide this key" → additive scores mask: 0 where visible, -inf where hidden."""
-    return torch.zeros(hidden.shape, dtype=dtype, device=hidden.device).masked_fill(hidden, float("-inf"))
 
 
 def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> torch.Tensor:
@@ -238,7 +241,7 @@ def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> to
     return o.reshape(G, num_heads, head_dim)
 
 
-class _PrefillGroup:
+class _PrefillGroup(_MaskedGroup):
     """Prefill chunks (n > 1 queries each), attended as one batch padded to the longest.
 
     Keys come from whole blocks, as for decodes. The mask is causal *and* offset: a
@@ -273,12 +276,6 @@ class _PrefillGroup:
         n = torch.tensor(q_lens, device=device)[:, None]
         q_pos = s - n + torch.arange(max_q, device=device)[None, :]       # [G, max_q]
         self.hidden = (pos[None, None, :] > q_pos[:, :, None])[:, None]
-        self._masks: dict = {}
-
-    def mask(self, dtype: torch.dtype) -> torch.Tensor:
-        if dtype not in self._masks:
-            self._masks[dtype] = _additive(self.hidden, dtype)
-        return self._masks[dtype]
 
     def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
         """q [T, Hq, D] (the whole step) → this group's rows [rows, Hq, D]."""
