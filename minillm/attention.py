@@ -133,11 +133,8 @@ class _Plan:
             self.groups.append(_PrefillGroup(meta, prefill_ids))
         rows = [r for g in self.groups for r in g.row_list]     # the groups' rows, end to end
         self.row_order = None                   # None: that is already the flat order
-        if rows != list(range(len(rows))):
-            position = [0] * len(rows)
-            for i, r in enumerate(rows):
-                position[r] = i
-            self.row_order = torch.tensor(position, device=meta.seq_lens.device)
+        if rows != list(range(len(rows))):      # the inverse permutation of `rows`
+            self.row_order = torch.tensor(rows, device=meta.seq_lens.device).argsort()
         self.all_slots_valid = bool((meta.slot_mapping >= 0).all())
 
 
@@ -208,7 +205,6 @@ class _DecodeGroup(_MaskedGroup):
         bs = meta.block_size
         starts = meta.query_start_loc.tolist()
         self.row_list = [starts[b] for b in seq_ids]
-        self.rows = torch.tensor(self.row_list, device=device)              # [G]
         lens = torch.tensor([meta.seq_lens_list[b] for b in seq_ids], device=device)
         num_blocks = -(-max(meta.seq_lens_list[b] for b in seq_ids) // bs)
         self.block_ids = _block_ids(meta, seq_ids, num_blocks)               # [G·nb]
@@ -217,6 +213,7 @@ class _DecodeGroup(_MaskedGroup):
         first = self.row_list[0]
         self.row_slice = (slice(first, first + len(seq_ids))
                           if self.row_list == list(range(first, first + len(seq_ids))) else None)
+        self.rows = None if self.row_slice else torch.tensor(self.row_list, device=device)   # [G]
         # keys at position >= seq_len (the tail of the last block, or padding blocks)
         # must get no weight: add -inf to their scores
         pos = torch.arange(num_blocks * bs, device=device)
