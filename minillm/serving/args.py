@@ -1,0 +1,64 @@
+"""`python -m minillm serve` command line: vLLM's flag names wherever the knob exists.
+
+    python -m minillm serve --model smollm2-135m --port 8000 --max-num-seqs 16 \
+        --enable-chunked-prefill --max-num-batched-tokens 256 --api-key secret
+
+minillm's own knobs keep the `LLM(...)` keyword's name (`--scheduling static`,
+`--num-kv-blocks`); the queue limit borrows SGLang's `--max-queued-requests`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m minillm serve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    flag = argparse.BooleanOptionalAction
+    p.add_argument("--model", default="smollm2-135m", help="known name or local HF folder")
+    p.add_argument("--served-model-name", default=None,
+                   help="the name clients send as `model` (default: --model)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--api-key", default=os.environ.get("MINILLM_API_KEY"),
+                   help="require 'Authorization: Bearer KEY' on /v1/* (or $MINILLM_API_KEY)")
+    # the engine (same meaning as LLM(...) and vLLM)
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--enable-chunked-prefill", action=flag, default=False)
+    p.add_argument("--enable-prefix-caching", action=flag, default=False)
+    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--scheduling", choices=("continuous", "static"), default="continuous",
+                   help="minillm: iteration-level (continuous) or request-level (static)")
+    p.add_argument("--num-kv-blocks", type=int, default=None,
+                   help="minillm: KV-cache blocks (vLLM: --num-gpu-blocks-override)")
+    p.add_argument("--attention-backend", default="auto")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None)
+    p.add_argument("--seed", type=int, default=0)
+    # the server
+    p.add_argument("--max-queued-requests", type=int, default=256,
+                   help="waiting requests beyond this get 503 + Retry-After (load shedding)")
+    p.add_argument("--graceful-shutdown-timeout", type=float, default=10.0,
+                   help="on SIGTERM, seconds to let running requests finish before aborting")
+    p.add_argument("--uvicorn-log-level", default="warning",
+                   choices=("critical", "error", "warning", "info", "debug", "trace"))
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in ("max_num_seqs", "block_size", "max_queued_requests"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be in 0..65535, got {args.port}")
+    if args.api_key == "":
+        parser.error("--api-key is empty: give a key, or leave the flag out")
+    args.served_model_name = args.served_model_name or str(args.model)
+    return args

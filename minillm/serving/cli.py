@@ -1,0 +1,85 @@
+"""`python -m minillm serve`: build the engine, wrap it in the server, run uvicorn.
+
+    python -m minillm serve --model smollm2-135m --port 8000
+    python -m minillm serve --port 0        # a free port; the first line printed names it
+
+The first stdout line is `minillm serve: listening on http://HOST:PORT` (what
+`launcher.ServerProcess` waits for); `/health` answers 200 once the engine loop runs.
+SIGINT / SIGTERM (Ctrl-C, `kill`): uvicorn stops accepting connections, lets running
+responses finish for up to `--graceful-shutdown-timeout` seconds, cancels the rest (each
+cancelled stream aborts its request), then the engine loop stops and the process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind the listening socket ourselves, so `--port 0` can report the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port} ({error.strerror}): choose "
+                         "another --port, or --port 0 for a free one") from None
+    return sock
+
+
+def warm_up(engine) -> None:
+    """One tiny request before serving: the first forward pass is always slow."""
+    from minillm.sampling_params import SamplingParams
+    engine.add_request("warm-up", {"prompt_token_ids": list(range(1, 9))},
+                       SamplingParams(temperature=0.0, max_tokens=2))
+    while engine.has_unfinished_requests():
+        engine.step()
+
+
+def build_server(args):
+    """(FastAPI app, AsyncEngine) for parsed arguments; the engine loop starts with the app."""
+    from minillm.serving.api_server import build_app
+    from minillm.serving.async_engine import AsyncEngine
+    from minillm.serving.engine_factory import make_engine
+    from minillm.serving.metrics import ServerMetrics
+    from minillm.serving.prompts import PromptBuilder
+
+    engine, tokenizer, config = make_engine(args)
+    warm_up(engine)
+    metrics = ServerMetrics(args.served_model_name)
+    loop = AsyncEngine(engine, max_queued_requests=args.max_queued_requests, observer=metrics)
+    prompts = PromptBuilder(tokenizer, config["max_model_len"], engine.vocab_size)
+    app = build_app(loop, prompts, metrics, model_name=args.served_model_name,
+                    api_key=args.api_key)
+    return app, loop
+
+
+def main(argv=None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import uvicorn
+
+    from minillm.serving.args import parse_args
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sock = bind(args.host, args.port)
+        app, _ = build_server(args)
+    except (ValueError, TypeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    print(f"minillm serve: listening on http://{host}:{port} "
+          f"(model {args.served_model_name!r})", flush=True)
+    config = uvicorn.Config(app, log_level=args.uvicorn_log_level, lifespan="on",
+                            timeout_graceful_shutdown=args.graceful_shutdown_timeout)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
