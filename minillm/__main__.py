@@ -46,6 +46,10 @@ def _quiet_transformers() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":          # the OpenAI-compatible server (lesson 12)
+        from minillm.serving.cli import main as serve
+        return serve(argv[1:])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
