@@ -33,7 +33,7 @@ Run the check cell at the end of lesson 03 (or `python -m minillm.grading 03`).
 
 from __future__ import annotations
 
-from minillm.block_manager import cdiv  # noqa: F401  (ceiling division, you will want it)
+from minillm.kv_cache import cdiv  # noqa: F401  (ceiling division, you will want it)
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row  # noqa: F401
 from minillm.sequence import Sequence
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math  # noqa: F401  (math.inf will be useful)
 
-from minillm.continuous_scheduler import ContinuousScheduler
+from minillm.scheduler import ContinuousScheduler
 from minillm.sequence import Sequence
 
 

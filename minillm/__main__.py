@@ -16,9 +16,16 @@ import time
 
 def _generate(args) -> int:
     from minillm import LLM, SamplingParams
+    from minillm.config import EngineConfig
+    from minillm.model_loader import check_model_name
+    # every flag is checked before the model loads (seconds) — a typo fails at once
+    params = _flag_errors(lambda: SamplingParams(temperature=args.temperature,
+                                                 max_tokens=args.max_tokens, seed=args.seed))
+    _flag_errors(lambda: EngineConfig(attention_backend=args.attention_backend))
+    _flag_errors(lambda: check_model_name(args.model))
+    if not args.prompt.strip():
+        raise ValueError("the prompt is empty: give a question or an instruction")
     llm = LLM(model=args.model, attention_backend=args.attention_backend)
-    params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens,
-                            seed=args.seed)
     start = time.perf_counter()
     out = llm.chat([{"role": "user", "content": args.prompt}], params, use_tqdm=False)[0]
     elapsed = time.perf_counter() - start
@@ -29,6 +36,17 @@ def _generate(args) -> int:
           f"TTFT {out.metrics.ttft * 1000:.0f} ms; finish: {completion.finish_reason}]",
           file=sys.stderr)
     return 0
+
+
+def _flag_errors(make):
+    """Run a check; name the command-line flag (--max-tokens) instead of the field."""
+    try:
+        return make()
+    except (TypeError, ValueError) as err:
+        text = str(err)
+        for field in ("max_tokens", "temperature", "seed", "attention_backend"):
+            text = text.replace(field, "--" + field.replace("_", "-"))
+        raise ValueError(text) from None
 
 
 def _prepare(args) -> int:

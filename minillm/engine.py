@@ -1,132 +1,263 @@
 """The engine loop: requests in, one scheduled step at a time, outputs out.
 
-    add_request  → a Sequence waits for its arrival time, then joins the scheduler's queue
+    add_request  → make_sequence: check and tokenize once → the Sequence waits for its
+                   arrival time, then joins the scheduler's queue
     step()       → scheduler.schedule(now)      which sequences run, how many tokens each
                  → runner.execute(plan)          one forward (or the simulator's cost model)
                  → update                        append sampled tokens, check stop
-                                                 conditions, free finished sequences' blocks,
-                                                 write one Trace row
+                                                 conditions, finish sequences (their
+                                                 blocks are freed), write one Trace row
                  → RequestOutputs for every request that got a token (streaming)
 
 The engine does not know whether a real model or the simulator runs the step, nor
-which scheduling policy decided it: that is what lets the lessons swap either one.
+which scheduling policy decided it: that is what lets the lessons swap either one. It
+talks to the scheduler only; the scheduler owns the KV cache manager.
 
-Bad input is rejected in `add_request` with a ValueError/TypeError *before* anything
-is queued, so a mistake never leaves half a request in the engine.
+**Failures stay where they happen.** Bad input is rejected in `add_request` with a
+ValueError/TypeError naming the parameter, *before* anything is queued. A failure that
+belongs to one request inside a step (its sampling, its detokenisation, its draft
+tokens) finishes that request with `finish_reason="error"` and frees its blocks; the
+others go on. `abort_request` is safe at any moment: called while a step runs (from a
+callback, or another thread), it takes effect when the step ends.
 """
 
 from __future__ import annotations
 
+import abc
+import bisect
+import time
+
+from minillm.checks import check_int, check_number
 from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput
-from minillm.sampler import request_seed
-from minillm.speculative import accept_drafts
-from minillm.sampling_params import SamplingParams
+from minillm.sampling_params import SamplingParams, request_seed
 from minillm.scheduler import Scheduler, SchedulerOutput
 from minillm.sequence import Sequence, SequenceStatus
-from minillm.trace import RequestRecord, ScheduledEntry, StepRecord, Trace
+from minillm.speculative import accept_drafts
+from minillm.trace import Trace, record_request, record_step
+
+MAX_ARRIVAL_DELAY = 24 * 3600.0   # seconds: an arrival further ahead is surely a mistake
+
+
+class Runner(abc.ABC):
+    """What the engine needs from whatever executes a step (`ModelRunner`, `SimRunner`)."""
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Seconds on this runner's clock."""
+
+    @abc.abstractmethod
+    def wait_until(self, t: float) -> None:
+        """Idle until the clock reads `t` (nothing to run before the next arrival)."""
+
+    @abc.abstractmethod
+    def reset_clock(self) -> float:
+        """Start the clock again at 0; return the time it read before."""
+
+    @abc.abstractmethod
+    def execute(self, plan: SchedulerOutput) -> list:
+        """Run one step; per plan row, the tokens it produced.
+
+        [] — the row samples nothing (a prefill chunk that stops mid-prompt);
+        [t] — the sampled next token;
+        [t0, …, td] — a row with d speculative guesses: the model's greedy pick at the
+        newest token and at each guess (the engine keeps the ones that agree);
+        an Exception — this row alone failed (e.g. its sampling): its request ends
+        with an error and the others go on.
+        """
+
+
+class WallClock:
+    """Seconds since the clock was (re)started, on `time.perf_counter`."""
+
+    def __init__(self):
+        self._t0 = time.perf_counter()
+
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def wait_until(self, t: float) -> None:
+        delay = t - self.now()
+        if delay > 0:
+            time.sleep(delay)
+
+    def reset(self) -> float:
+        before, self._t0 = self.now(), time.perf_counter()
+        return before
 
 
 class LLMEngine:
-    def __init__(self, runner, scheduler: Scheduler, *, vocab_size: int, max_model_len: int,
-                 tokenizer=None, eos_token_id: int | None = None, seed: int = 0,
-                 config: dict | None = None, proposer=None):
+    def __init__(self, runner: Runner, scheduler: Scheduler, *, vocab_size: int,
+                 max_model_len: int, tokenizer=None, eos_token_ids: tuple[int, ...] = (),
+                 seed: int = 0, config: dict | None = None, proposer=None,
+                 max_trace_steps: int | None = None, record_block_tables: bool = False):
         self.runner = runner
         self.scheduler = scheduler
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
         self.max_model_len = max_model_len
-        self.eos_token_id = eos_token_id
+        self.eos_token_ids = tuple(eos_token_ids)
         self.seed = seed
         self.config = dict(config or {})
         self.proposer = proposer                  # speculative decoding (speculative.py) or None
-        self.trace = Trace(config=self.config)
+        self.max_trace_steps = max_trace_steps
+        self.record_block_tables = record_block_tables
+        self.trace = self._new_trace()
         self._pending: list[Sequence] = []        # added, arrival time still in the future
         self._live: dict[str, Sequence] = {}      # every unfinished request
+        self._in_step = False
+        self._deferred_aborts: list[str] = []     # abort_request calls made during a step
 
     # ------------------------------------------------------------------ requests
     def add_request(self, request_id: str, prompt, params: SamplingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0) -> None:
-        """Queue a request. `prompt`: a string or {"prompt_token_ids": [...]}."""
-        seq = self.make_sequence(request_id, prompt, params, arrival_time, priority)
-        self.scheduler.check_fits(seq)
-        self._live[seq.request_id] = seq
-        self.trace.requests[seq.request_id] = _request_record(seq)
-        self._pending.append(seq)
-        self._pending.sort(key=lambda s: s.arrival_time)
+        """Queue a request. `prompt`: a string, {"prompt": text} or {"prompt_token_ids": [...]}."""
+        self.add_sequence(self.make_sequence(request_id, prompt, params, arrival_time, priority))
 
-    def make_sequence(self, request_id, prompt, params, arrival_time, priority) -> Sequence:
-        """Validate one request and build its Sequence (nothing is queued here)."""
+    def make_sequence(self, request_id, prompt, params=None, arrival_time=None,
+                      priority=0) -> Sequence:
+        """Check one request and build its Sequence (nothing is queued here).
+
+        Every check of a request happens here, once: its id, params, priority, arrival
+        time, prompt tokens, and whether it can ever fit (`Scheduler.check_fits`).
+        """
         if not isinstance(request_id, str) or not request_id:
             raise TypeError(f"request_id must be a non-empty str, got {request_id!r}")
         if request_id in self._live:
-            raise ValueError(f"request_id {request_id!r} is already in use")
+            raise ValueError(f"request_id {request_id!r} is already in use: pick a new id")
         params = SamplingParams() if params is None else params
         if not isinstance(params, SamplingParams):
             raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority must be an int, got {type(priority).__name__}")
-        text, token_ids = self.tokenize(prompt)
+        params = params.clone()                # checked again; later edits to yours are ignored
+        priority = check_int("priority", priority, hint="lower values are served first")
         now = self.runner.now()
+        if arrival_time is None:
+            arrival_time = now
+        arrival_time = check_number("arrival_time", arrival_time, 0.0,
+                                    hint="seconds on the engine clock; None means now")
+        if arrival_time > now + MAX_ARRIVAL_DELAY:
+            raise ValueError(f"arrival_time {arrival_time} is more than a day after now "
+                             f"({now:.3f} s on the engine clock, which starts at 0 with each "
+                             "trace): give seconds on that clock, or None for now")
+        text, token_ids = self.tokenize(prompt)
         seq = Sequence(request_id=request_id, prompt_token_ids=token_ids, params=params,
-                       arrival_time=now if arrival_time is None else float(arrival_time),
-                       priority=priority, prompt=text, eos_token_id=self.eos_token_id)
+                       arrival_time=arrival_time, priority=priority, prompt=text,
+                       eos_token_ids=self.eos_token_ids)
         seq.sampling_seed = request_seed(params, self.seed, request_id)
+        self.scheduler.check_fits(seq)
         return seq
+
+    def add_sequence(self, seq: Sequence) -> None:
+        """Queue a Sequence built by `make_sequence`."""
+        if seq.request_id in self._live:
+            raise ValueError(f"request_id {seq.request_id!r} is already in use: pick a new id")
+        self._live[seq.request_id] = seq
+        self.trace.add_request(record_request(seq))
+        bisect.insort(self._pending, seq, key=lambda s: s.arrival_time)
 
     def tokenize(self, prompt) -> tuple[str | None, list[int]]:
         """A prompt → (text or None, token ids), with every check in one place."""
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("prompt is empty: give at least one character")
-            if self.tokenizer is None:
-                raise ValueError("this model has no tokenizer: pass "
-                                 "{'prompt_token_ids': [...]} instead of text")
-            token_ids = list(self.tokenizer(prompt).input_ids)
-            text = prompt
-        elif isinstance(prompt, dict) and "prompt_token_ids" in prompt:
-            token_ids, text = prompt["prompt_token_ids"], prompt.get("prompt")
-            if not isinstance(token_ids, (list, tuple)):
-                raise TypeError("prompt_token_ids must be a list of ints")
-            token_ids = list(token_ids)
+        text = None
+        if isinstance(prompt, dict):
+            unknown = sorted(set(prompt) - {"prompt", "prompt_token_ids"})
+            if unknown:
+                raise ValueError(f"a prompt dict has the keys 'prompt' and/or "
+                                 f"'prompt_token_ids'; got unknown keys {unknown}")
+            text = prompt.get("prompt")
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"'prompt' must be a str, got {type(text).__name__}")
+            if "prompt_token_ids" in prompt:
+                token_ids = self._checked_ids(prompt["prompt_token_ids"])
+            elif text is not None:
+                token_ids = self._encode(text)
+            else:
+                raise ValueError("a prompt dict needs 'prompt' (text) or 'prompt_token_ids'")
+        elif isinstance(prompt, str):
+            text, token_ids = prompt, self._encode(prompt)
         else:
-            raise TypeError("a prompt is a str or a dict {'prompt_token_ids': [...]}, "
-                            f"got {type(prompt).__name__}")
+            raise TypeError("a prompt is a str, {'prompt': text} or {'prompt_token_ids': "
+                            f"[...]}}, got {type(prompt).__name__}")
         if not token_ids:
             raise ValueError("prompt has no tokens: give at least one token id")
-        for t in token_ids:
-            if isinstance(t, bool) or not isinstance(t, int):
-                raise TypeError(f"token ids must be ints, got {type(t).__name__}")
-            if not 0 <= t < self.vocab_size:
-                raise ValueError(f"token id {t} is outside the vocabulary (0..{self.vocab_size - 1})")
         return text, token_ids
 
+    def _encode(self, text: str) -> list[int]:
+        if not text:
+            raise ValueError("prompt is empty: give at least one character")
+        if self.tokenizer is None:
+            raise ValueError("this model has no tokenizer: pass {'prompt_token_ids': [...]} "
+                             "instead of text")
+        return list(self.tokenizer(text).input_ids)
+
+    def _checked_ids(self, token_ids) -> list[int]:
+        from minillm.checks import check_int_list
+        ids = check_int_list("prompt_token_ids", token_ids)
+        for i, t in enumerate(ids):
+            if not 0 <= t < self.vocab_size:
+                raise ValueError(f"prompt_token_ids[{i}] = {t} is outside the vocabulary "
+                                 f"(0..{self.vocab_size - 1})")
+        return ids
+
     def abort_request(self, request_id: str) -> bool:
-        """Stop a request now and free its KV blocks. False if it is unknown or done."""
-        seq = self._live.pop(request_id, None)
-        if seq is None:
+        """Stop a request and free its KV blocks. False if it is unknown or done.
+
+        During a step (a callback, another thread) the abort is applied when the step
+        ends, so the step never sees a sequence vanish under it.
+        """
+        if request_id not in self._live:
             return False
+        if self._in_step:
+            self._deferred_aborts.append(request_id)
+            return True
+        seq = self._live.pop(request_id)
         if seq in self._pending:
             self._pending.remove(seq)
             seq.status, seq.finish_reason = SequenceStatus.FINISHED, "abort"
         else:
             self.scheduler.abort(request_id)
         seq.finish_time = self.runner.now()
-        self.trace.requests[request_id] = _request_record(seq)
+        self.trace.add_request(record_request(seq))
         return True
 
     def has_unfinished_requests(self) -> bool:
         return bool(self._live)
 
+    def num_unfinished_requests(self) -> int:
+        return len(self._live)
+
+    def kv_usage(self):
+        """Blocks in use, free, and token slots that hold a computed token (`KVUsage`)."""
+        return self.scheduler.kv_usage()
+
     def start_new_trace(self) -> Trace:
-        """Begin a fresh Trace (and a fresh clock when the engine is idle)."""
-        if not self._live and hasattr(self.runner, "reset_clock"):
-            self.runner.reset_clock()
-        self.trace = Trace(config=self.config)
+        """Begin a fresh Trace on a clock restarted at 0.
+
+        Requests still in the engine keep their place: their timestamps are moved to the
+        new clock (a request due in 2 s is still due in 2 s), and the new trace lists them.
+        """
+        offset = self.runner.reset_clock()
+        self.trace = self._new_trace()
+        for seq in self._live.values():
+            seq.shift_times(-offset)
+            self.trace.add_request(record_request(seq))
         return self.trace
+
+    def _new_trace(self) -> Trace:
+        return Trace(config=self.config, max_steps=self.max_trace_steps,
+                     record_block_tables=self.record_block_tables)
 
     # ------------------------------------------------------------------ the loop
     def step(self) -> list[RequestOutput]:
         """Run one iteration; return outputs of requests that got a token or finished."""
+        self._in_step = True
+        try:
+            return self._step()
+        finally:
+            self._in_step = False
+            aborts, self._deferred_aborts = self._deferred_aborts, []
+            for request_id in aborts:
+                self.abort_request(request_id)
+
+    def _step(self) -> list[RequestOutput]:
         now = self.runner.now()
         self._admit_arrivals(now)
         if not self.scheduler.has_unfinished():
@@ -135,7 +266,7 @@ class LLMEngine:
             self.runner.wait_until(self._pending[0].arrival_time)   # idle until the next arrival
             now = self.runner.now()
             self._admit_arrivals(now)
-        self._propose_drafts()
+        outputs = self._propose_drafts(now)
         plan = self.scheduler.schedule(now)
         if plan.is_empty:
             # legal only right after a preemption (nobody joins in that step); an idle
@@ -147,97 +278,102 @@ class LLMEngine:
                     "waiting requests and no preemption: it must schedule at least one "
                     "sequence, or the engine would spin forever")
             self._record_step(plan, now, now)
-            return []
+            return outputs
         tokens = self.runner.execute(plan)
         end = self.runner.now()
-        outputs = self._update(plan, tokens, end)
+        outputs += self._update(plan, tokens, end)
         self._record_step(plan, now, end)
         return outputs
 
-    def _propose_drafts(self) -> None:
+    def _propose_drafts(self, now: float) -> list[RequestOutput]:
         """Speculative decoding: guess a few tokens for each greedy decoding sequence."""
+        failed = []
         if self.proposer is None:
-            return
-        for seq in self.scheduler.running:
+            return failed
+        for seq in list(self.scheduler.running):
             seq.draft_token_ids = []
             if seq.params.greedy and seq.num_uncomputed_tokens == 1 and seq.num_output_tokens:
                 room = min(seq.params.max_tokens - seq.num_output_tokens,
                            self.max_model_len - seq.num_tokens) - 1
-                seq.draft_token_ids = self.proposer.propose(seq.all_token_ids, room)
+                try:
+                    seq.draft_token_ids = list(self.proposer.propose(seq.all_token_ids, room))
+                except Exception as err:             # this request fails, not the step
+                    failed.append(self._fail(seq, err, now))
+        return failed
 
     def _admit_arrivals(self, now: float) -> None:
         while self._pending and self._pending[0].arrival_time <= now:
             self.scheduler.add(self._pending.pop(0))
 
-    def _update(self, plan: SchedulerOutput, tokens: list[list[int]], now: float):
+    def _update(self, plan: SchedulerOutput, tokens: list, now: float) -> list[RequestOutput]:
         outputs = []
         for item, produced in zip(plan.scheduled, tokens):
             seq = item.seq
-            drafts, seq.draft_token_ids = seq.draft_token_ids, []
-            if drafts:
-                new_tokens = accept_drafts(drafts, produced)
-                accepted = len(new_tokens) - 1
-                # K/V are valid for the real token and the guesses that were right
-                seq.num_computed_tokens += item.num_new_tokens - len(drafts) + accepted
-                seq.num_draft_proposed += len(drafts)
-                seq.num_draft_accepted += accepted
-            else:
-                new_tokens = produced
-                seq.num_computed_tokens += item.num_new_tokens
-            self.scheduler.kv.on_tokens_computed(seq)
-            if not new_tokens:
+            if seq.is_finished:                  # aborted or failed earlier in this step
                 continue
-            for token in new_tokens:
-                seq.append_token(token, now)
-                reason = seq.check_stop(self.max_model_len)
-                if reason is not None:
-                    self._finish(seq, reason, now)
-                    break
-            outputs.append(self.make_output(seq))
+            try:
+                if isinstance(produced, BaseException):
+                    raise produced
+                if self._advance(item, produced, now):
+                    outputs.append(self.make_output(seq))
+            except Exception as err:             # this request fails, not the step
+                outputs.append(self._fail(seq, err, now))
         return outputs
+
+    def _advance(self, item, produced: list[int], now: float) -> bool:
+        """Apply one row's result; True if the request got a token."""
+        seq = item.seq
+        drafts, seq.draft_token_ids = seq.draft_token_ids, []
+        if drafts:
+            new_tokens = accept_drafts(drafts, produced)
+            accepted = len(new_tokens) - 1
+            # K/V are valid for the real token and the guesses that were right
+            seq.num_computed_tokens += item.num_new_tokens - len(drafts) + accepted
+            seq.num_draft_proposed += len(drafts)
+            seq.num_draft_accepted += accepted
+        else:
+            new_tokens = produced
+            seq.num_computed_tokens += item.num_new_tokens
+        self.scheduler.tokens_computed(seq)
+        for token in new_tokens:
+            seq.append_token(token, now)
+            reason = seq.check_stop(self.max_model_len)
+            if reason is not None:
+                self._finish(seq, reason, now)
+                break
+        return bool(new_tokens)
 
     def _finish(self, seq: Sequence, reason: str, now: float) -> None:
         seq.status, seq.finish_reason, seq.finish_time = SequenceStatus.FINISHED, reason, now
         self.scheduler.finish(seq)
         self._live.pop(seq.request_id, None)
-        self.trace.requests[seq.request_id] = _request_record(seq)
+        self.trace.add_request(record_request(seq))
+
+    def _fail(self, seq: Sequence, err: BaseException, now: float) -> RequestOutput:
+        """End `seq` with finish_reason "error"; its blocks are freed, the others go on."""
+        seq.error = f"{type(err).__name__}: {err}"
+        seq.draft_token_ids = []
+        if seq.status is SequenceStatus.RUNNING:
+            self._finish(seq, "error", now)
+        else:                                    # still queued: take it out of the queue
+            self.scheduler.abort(seq.request_id)
+            seq.finish_reason, seq.finish_time = "error", now
+            self._live.pop(seq.request_id, None)
+            self.trace.add_request(record_request(seq))
+        return self.make_output(seq)
 
     def _record_step(self, plan: SchedulerOutput, start: float, end: float) -> None:
-        kv = self.scheduler.kv
-        holders = self.scheduler.kv_holders()
-        entries = []
-        for item in plan.scheduled:
-            decode = item.num_new_tokens if item.is_decode else 0
-            entries.append(ScheduledEntry(item.seq.request_id, item.num_new_tokens - decode,
-                                          decode, item.seq.num_computed_tokens))
-        self.trace.steps.append(StepRecord(
-            index=len(self.trace.steps), start_time=start, end_time=end, scheduled=entries,
-            preempted=[s.request_id for s in plan.preempted],
-            idle=[s.request_id for s in plan.idle], num_slots=plan.num_slots,
-            num_waiting=len(self.scheduler.waiting),     # arrived and queued
-            kv_blocks_used=kv.num_blocks - kv.num_free_blocks, kv_blocks_free=kv.num_free_blocks,
-            kv_tokens_held=kv.tokens_held(holders),
-            num_swapped_out_blocks=len(plan.swap_out), num_swapped_in_blocks=len(plan.swap_in)))
+        holders = self.scheduler.kv_holders() if self.trace.record_block_tables else None
+        self.trace.add_step(record_step(plan, start, end, num_waiting=len(self.scheduler.waiting),
+                                        kv=self.scheduler.kv_usage(), holders=holders))
 
     # ------------------------------------------------------------------ outputs
     def make_output(self, seq: Sequence) -> RequestOutput:
         text = ""
-        if self.tokenizer is not None:
+        if self.tokenizer is not None and seq.error is None:
             text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
         completion = CompletionOutput(0, text, list(seq.output_token_ids), seq.finish_reason)
         metrics = RequestMetrics(seq.arrival_time, seq.first_scheduled_time, seq.first_token_time,
                                  seq.finish_time, seq.num_output_tokens, seq.num_preemptions)
         return RequestOutput(seq.request_id, seq.prompt, seq.prompt_token_ids,
-                             [completion], seq.is_finished, metrics)
-
-
-def _request_record(seq: Sequence) -> RequestRecord:
-    return RequestRecord(
-        request_id=seq.request_id, arrival_time=seq.arrival_time,
-        prompt_len=seq.num_prompt_tokens, max_tokens=seq.params.max_tokens,
-        priority=seq.priority, output_len=seq.num_output_tokens,
-        first_scheduled_time=seq.first_scheduled_time, first_token_time=seq.first_token_time,
-        finish_time=seq.finish_time, token_times=list(seq.token_times),
-        num_preemptions=seq.num_preemptions, finish_reason=seq.finish_reason,
-        num_cached_tokens=seq.num_cached_tokens, num_draft_proposed=seq.num_draft_proposed,
-        num_draft_accepted=seq.num_draft_accepted)
+                             [completion], seq.is_finished, metrics, error=seq.error)

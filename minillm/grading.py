@@ -59,13 +59,18 @@ def load_exercise(module_name: str):
 
 
 def exercise_test_file(lesson: str) -> Path:
-    """tests/exercises/test_exNN_*.py for lesson 'NN' (or 'exNN', or 'NN_topic')."""
-    number = lesson.removeprefix("ex")[:2].zfill(2)
-    matches = sorted(EXERCISE_TESTS.glob(f"test_ex{number}_*.py"))
-    if not matches:
-        known = ", ".join(lessons_with_exercises()) or "none yet"
-        raise ValueError(f"lesson {lesson!r} has no exercise tests; lessons with exercises: {known}")
-    return matches[0]
+    """tests/exercises/test_exNN_*.py for exactly one lesson: 'NN', 'N', 'exNN' or 'NN_topic'.
+
+    Anything else ('1x', '123', '02abc', '') is refused rather than guessed at."""
+    files = {p.name[len("test_"):-len(".py")]: p for p in EXERCISE_TESTS.glob("test_ex*_*.py")}
+    wanted = str(lesson).strip().removeprefix("ex")
+    for name, path in files.items():          # name: 'ex02_static_batching'
+        number, topic = name[2:4], name[5:]
+        if wanted in (number, number.lstrip("0"), f"{number}_{topic}"):
+            return path
+    known = ", ".join(lessons_with_exercises()) or "none yet"
+    raise ValueError(f"lesson {lesson!r} is not one lesson with an exercise; give its number "
+                     f"(e.g. 02) — lessons with exercises: {known}")
 
 
 def lessons_with_exercises() -> list[str]:

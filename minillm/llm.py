@@ -5,143 +5,92 @@
     outs = llm.generate(["Hello"], SamplingParams(temperature=0.0, max_tokens=32))
     outs[0].outputs[0].text
 
-Change `minillm` to `vllm` in the import and the same script runs on vLLM. The
-minillm-only knobs (`scheduling`, `policy`, `aging_rate`, `attention_backend`
-"reference", the Trace in `llm.trace`) are keyword arguments with safe defaults.
+Change `minillm` to `vllm` in the import and the same script runs on vLLM. Every knob
+is a field of `EngineConfig` (`config.py`), checked before the model is loaded; the
+minillm-only ones (`scheduling`, `policy`, `aging_rate`, `attention_backend`
+"reference", the Trace in `llm.trace`) have safe defaults.
 
-`LLM.__init__` wires the parts together:
+`LLM.__init__` is three steps: config → model → engine:
 
-    weights (model_loader) → LlamaModel (our forward) → KV cache tensors (kv_cache)
-    KVCacheManager (block_manager) + Scheduler (static / continuous)
-    ModelRunner (selective batching + sampler) → LLMEngine (the loop)
+    EngineConfig(**knobs)                    every value checked, nothing loaded yet
+    weights (model_loader) → LlamaModel      our forward, on the chosen device and dtype
+    KV tensors + ModelRunner → build_engine  scheduler, KV manager, engine loop
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-import uuid
+import warnings
 
 import torch
 
 from minillm.attention import make_attention_backend
-from minillm.block_manager import KVCacheManager, cdiv
-from minillm.continuous_scheduler import ContinuousScheduler
-from minillm.engine import LLMEngine
-from minillm.kv_cache import DEFAULT_KV_CACHE_BYTES, allocate_kv_cache, num_blocks_for_budget
+from minillm.checks import check_bool, check_int
+from minillm.config import EngineConfig, build_engine, dtype_name
+from minillm.kv_cache.tensors import allocate_kv_cache, kv_bytes_per_token
 from minillm.model import LlamaModel
 from minillm.model_loader import load_model_and_tokenizer
 from minillm.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
-from minillm.scheduler import Scheduler, SchedulerConfig
-from minillm.speculative import NgramProposer
-from minillm.static_scheduler import StaticScheduler
-
-SCHEDULERS = {"continuous": ContinuousScheduler, "static": StaticScheduler}
-DEFAULT_CHUNKED_TOKEN_BUDGET = 512
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """CUDA when available, CPU otherwise; an explicit argument wins."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was requested but torch sees no CUDA GPU; use 'cpu'")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {str(device)!r}")
     return device
 
 
-def resolve_scheduler(scheduling) -> type[Scheduler]:
-    """'continuous' | 'static' | your own Scheduler subclass (the exercises plug in here)."""
-    if isinstance(scheduling, type) and issubclass(scheduling, Scheduler):
-        return scheduling
-    if scheduling not in SCHEDULERS:
-        raise ValueError(f"scheduling must be one of {tuple(SCHEDULERS)} or a Scheduler "
-                         f"subclass, got {scheduling!r}")
-    return SCHEDULERS[scheduling]
-
-
 def resolve_backend(name: str, device: torch.device) -> str:
-    """'auto' → Triton kernels on CUDA, the PyTorch reference on CPU."""
+    """'auto' → Triton kernels on CUDA, the batched PyTorch backend on CPU."""
     if name == "auto":
         return "triton" if device.type == "cuda" else "torch"
     return name
 
 
 class LLM:
-    def __init__(self, model="smollm2-135m", *, scheduling="continuous",
-                 max_num_seqs: int = 16, max_num_batched_tokens: int | None = None,
-                 block_size: int = 16, num_kv_blocks: int | None = None,
-                 kv_cache_memory: int = DEFAULT_KV_CACHE_BYTES,
-                 enable_chunked_prefill: bool = False, attention_backend: str = "auto",
-                 max_model_len: int | None = None, policy: str = "fcfs",
-                 aging_rate: float = 0.0, enable_prefix_caching: bool = False,
-                 preemption_mode: str = "recompute", num_swap_blocks: int | None = None,
-                 speculative_config: dict | None = None, seed: int = 0, device=None,
-                 dtype: torch.dtype | None = None, tokenizer=None):
-        scheduler_cls = resolve_scheduler(scheduling)
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
-        self.device = resolve_device(device)
-        backend_name = resolve_backend(attention_backend, self.device)
-        backend = make_attention_backend(backend_name)      # fails early on a bad name
-        if dtype is None:
-            dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
+    def __init__(self, model="smollm2-135m", *, tokenizer=None, **knobs):
+        """`model`: a known name ("smollm2-135m"), a local Hugging Face folder, or a
+        transformers Llama model object. `knobs`: the fields of `EngineConfig`."""
+        config = EngineConfig.from_kwargs(knobs)
+        self.device = resolve_device(config.device)
+        dtype = _torch_dtype(config.dtype, self.device)
+        backend_name = resolve_backend(config.attention_backend, self.device)
+        backend = make_attention_backend(backend_name)
 
         hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
         self.tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
         self.model = LlamaModel.from_hf(hf_model, dtype=dtype, device=self.device)
         self.hf_config = hf_model.config
+        eos_ids = eos_token_ids(hf_model, self.tokenizer)
         del hf_model
 
-        max_model_len = max_model_len or self.model.max_positions
-        if max_model_len > self.model.max_positions:
-            raise ValueError(f"max_model_len {max_model_len} exceeds the model's "
-                             f"{self.model.max_positions} positions")
-        if max_num_batched_tokens is None:
-            max_num_batched_tokens = (DEFAULT_CHUNKED_TOKEN_BUDGET if enable_chunked_prefill
-                                      else max_model_len)
-        sched_config = SchedulerConfig(max_num_seqs=max_num_seqs,
-                                       max_num_batched_tokens=max_num_batched_tokens,
-                                       max_model_len=max_model_len,
-                                       enable_chunked_prefill=enable_chunked_prefill,
-                                       policy=policy, aging_rate=aging_rate,
-                                       preemption_mode=preemption_mode)
-        if enable_prefix_caching and scheduler_cls is StaticScheduler:
-            raise ValueError("prefix caching shares paged blocks; static scheduling reserves "
-                             "contiguous ones: use scheduling='continuous'")
-        kv_shape = (self.model.num_layers, self.model.num_kv_heads, self.model.head_dim)
-        if num_kv_blocks is None:     # the budget, but no more than a full batch can use
-            num_kv_blocks = min(num_blocks_for_budget(kv_cache_memory, block_size, *kv_shape, dtype),
-                                cdiv(max_num_seqs * max_model_len, block_size))
-        if num_swap_blocks is None:
-            num_swap_blocks = num_kv_blocks if preemption_mode == "swap" else 0
-        kv_manager = KVCacheManager(num_kv_blocks, block_size,      # validates both numbers
-                                    enable_prefix_caching=enable_prefix_caching,
-                                    num_swap_blocks=num_swap_blocks)
-        layer_shape = (self.model.num_kv_heads, self.model.head_dim, dtype)
-        kv_caches = allocate_kv_cache(self.model.num_layers, num_kv_blocks, block_size,
-                                      *layer_shape, self.device)
-        swap_caches = (allocate_kv_cache(self.model.num_layers, num_swap_blocks, block_size,
-                                         *layer_shape, "cpu") if num_swap_blocks else None)
-        scheduler = scheduler_cls(sched_config, kv_manager)
-        runner = ModelRunner(self.model, kv_caches, block_size, backend, self.device, swap_caches)
-        config = {"model": model if isinstance(model, (str, os.PathLike)) else "custom",
-                  "scheduling": getattr(scheduler_cls, "name", scheduler_cls.__name__),
-                  "policy": policy,
-                  "max_num_seqs": max_num_seqs,
-                  "max_num_batched_tokens": max_num_batched_tokens,
-                  "block_size": block_size, "num_kv_blocks": num_kv_blocks,
-                  "enable_chunked_prefill": enable_chunked_prefill,
-                  "enable_prefix_caching": enable_prefix_caching,
-                  "preemption_mode": preemption_mode,
-                  "attention_backend": backend_name, "device": str(self.device),
-                  "dtype": str(dtype).replace("torch.", ""), "max_model_len": max_model_len}
-        config["speculative_config"] = speculative_config
-        self.llm_engine = LLMEngine(
-            runner, scheduler, vocab_size=self.model.vocab_size, max_model_len=max_model_len,
-            tokenizer=self.tokenizer, eos_token_id=_eos_id(self.hf_config, self.tokenizer),
-            seed=seed, config=config,
-            proposer=make_proposer(speculative_config, scheduler_cls))
+        m = self.model
+        config = config.for_model(m.max_positions,
+                                  kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, dtype))
+        self.config = config
+        layer = (m.num_kv_heads, m.head_dim, dtype)
+        kv_caches = allocate_kv_cache(m.num_layers, config.num_kv_blocks, config.block_size,
+                                      *layer, self.device)
+        swap_caches = (allocate_kv_cache(m.num_layers, config.num_swap_blocks, config.block_size,
+                                         *layer, "cpu") if config.num_swap_blocks else None)
+        runner = ModelRunner(m, kv_caches, config.block_size, backend, self.device, swap_caches)
+        name = model if isinstance(model, (str, os.PathLike)) else "custom"
+        self.llm_engine = build_engine(
+            config, runner, vocab_size=m.vocab_size, tokenizer=self.tokenizer,
+            eos_token_ids=eos_ids,
+            extra={"model": str(name), "attention_backend": backend_name,
+                   "device": str(self.device), "dtype": str(dtype).replace("torch.", "")})
+        self._request_ids = itertools.count()     # "0", "1", ... like vLLM: reproducible
 
     # ------------------------------------------------------------------ API
     @property
@@ -154,66 +103,52 @@ class LLM:
 
     def generate(self, prompts, sampling_params=None, use_tqdm: bool = True,
                  priority: list[int] | None = None):
-        """Run prompts to completion; RequestOutputs come back in input order."""
-        if isinstance(prompts, (str, dict)):
-            prompts = [prompts]
-        elif isinstance(prompts, (list, tuple)):
-            prompts = list(prompts)
-        else:
-            raise TypeError("prompts must be a str, a {'prompt_token_ids': [...]} dict, or a "
-                            f"list of them; got {type(prompts).__name__}")
-        if not prompts:
-            raise ValueError("generate() needs at least one prompt")
-        params = self._params_list(sampling_params, len(prompts))
-        priorities = list(priority) if priority is not None else [0] * len(prompts)
-        if len(priorities) != len(prompts):
-            raise ValueError(f"got {len(priorities)} priorities for {len(prompts)} prompts")
+        """Run prompts to completion; RequestOutputs come back in input order.
+
+        Every prompt is checked before any is queued, and an error names the prompt
+        (`prompts[3]: ...`). A request that fails inside a step comes back with
+        `finish_reason="error"` (and `.error`); the others are unaffected.
+        """
+        prompts = _prompt_list(prompts)
+        params = _params_list(sampling_params, len(prompts))
+        priorities = _priority_list(priority, len(prompts))
+        check_bool("use_tqdm", use_tqdm)
         engine = self.llm_engine
         if engine.has_unfinished_requests():
             raise RuntimeError("the engine still has requests added through llm_engine; "
                                "finish or abort them before calling generate()")
-        # validate everything first: a bad prompt must leave nothing queued
-        batch_id = uuid.uuid4().hex[:8]
-        ids = [f"{batch_id}-{i}" for i in range(len(prompts))]
-        for rid, prompt, p, prio in zip(ids, prompts, params, priorities):
-            engine.scheduler.check_fits(engine.make_sequence(rid, prompt, p, None, prio))
+        seqs = []
+        for i, (prompt, p, prio) in enumerate(zip(prompts, params, priorities)):
+            try:
+                seqs.append(engine.make_sequence(str(next(self._request_ids)), prompt, p,
+                                                 None, prio))
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"prompts[{i}]: {err}") from None
         engine.start_new_trace()
         try:
-            for rid, prompt, p, prio in zip(ids, prompts, params, priorities):
-                engine.add_request(rid, prompt, p, priority=prio)
-            finished = self._run_to_completion(len(prompts), use_tqdm)
+            for seq in seqs:
+                seq.arrival_time = 0.0               # on the fresh trace's clock
+                engine.add_sequence(seq)
+            finished = self._run_to_completion(len(seqs), use_tqdm)
         finally:
-            for rid in ids:                 # on any error: nothing stays queued
-                engine.abort_request(rid)
-        return [finished[rid] for rid in ids]
+            for seq in seqs:                         # on any error: nothing stays queued
+                engine.abort_request(seq.request_id)
+        outputs = [finished[seq.request_id] for seq in seqs]
+        for i, out in enumerate(outputs):
+            if out.error:
+                warnings.warn(f"prompts[{i}] failed inside the engine: {out.error}", stacklevel=2)
+        return outputs
 
     def chat(self, messages, sampling_params=None, use_tqdm: bool = True):
-        """One conversation (a list of {"role", "content"}) or a list of them."""
+        """One conversation (a list of {"role", "content"} dicts) or a list of them."""
         if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError("this model's tokenizer has no chat template")
-        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+            raise ValueError("this model's tokenizer has no chat template: use generate()")
         prompts = []
-        for conv in conversations:
+        for conv in _conversations(messages):
             text = self.tokenizer.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
             ids = self.tokenizer(text, add_special_tokens=False).input_ids
             prompts.append({"prompt_token_ids": list(ids), "prompt": text})
         return self.generate(prompts, sampling_params, use_tqdm)
-
-    # ------------------------------------------------------------------ helpers
-    @staticmethod
-    def _params_list(sampling_params, n: int) -> list[SamplingParams]:
-        if sampling_params is None:
-            return [SamplingParams()] * n
-        if isinstance(sampling_params, SamplingParams):
-            return [sampling_params] * n
-        params = list(sampling_params)
-        if len(params) != n:
-            raise ValueError(f"got {len(params)} SamplingParams for {n} prompts: "
-                             "pass one, or one per prompt")
-        for p in params:
-            if not isinstance(p, SamplingParams):
-                raise TypeError(f"sampling_params entries must be SamplingParams, got {type(p).__name__}")
-        return params
 
     def _run_to_completion(self, total: int, use_tqdm: bool) -> dict:
         from tqdm.auto import tqdm
@@ -227,29 +162,81 @@ class LLM:
         return finished
 
 
-def make_proposer(speculative_config: dict | None, scheduler_cls):
-    """vLLM's shape: {"method": "ngram", "num_speculative_tokens": 4,
-    "prompt_lookup_max": 4, "prompt_lookup_min": 1} → an NgramProposer (or None)."""
-    if not speculative_config:
-        return None
-    config = dict(speculative_config)
-    method = config.pop("method", "ngram")
-    if method != "ngram":
-        raise ValueError(f"speculative method {method!r} is not supported: minillm has "
-                         "'ngram' (prompt lookup, no draft model)")
-    if scheduler_cls is StaticScheduler:
-        raise ValueError("speculative decoding needs scheduling='continuous'")
-    allowed = {"num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"}
-    unknown = set(config) - allowed
-    if unknown:
-        raise ValueError(f"unknown speculative_config keys {sorted(unknown)}; use {sorted(allowed)}")
-    return NgramProposer(**config)
+# ---------------------------------------------------------------------- argument checks
+def _prompt_list(prompts) -> list:
+    if isinstance(prompts, (str, dict)):
+        return [prompts]
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError("prompts must be a str, a {'prompt_token_ids': [...]} dict, or a "
+                        f"list of them; got {type(prompts).__name__}")
+    if not prompts:
+        raise ValueError("prompts is empty: generate() needs at least one prompt")
+    return list(prompts)
 
 
-def _eos_id(config, tokenizer) -> int | None:
-    eos = getattr(config, "eos_token_id", None)
-    if isinstance(eos, (list, tuple)):
-        eos = eos[0] if eos else None
+def _params_list(sampling_params, n: int) -> list[SamplingParams]:
+    if sampling_params is None:
+        return [SamplingParams()] * n
+    if isinstance(sampling_params, SamplingParams):
+        return [sampling_params] * n
+    if not isinstance(sampling_params, (list, tuple)):
+        raise TypeError("sampling_params must be a SamplingParams, a list of them (one per "
+                        f"prompt), or None; got {type(sampling_params).__name__}")
+    if len(sampling_params) != n:
+        raise ValueError(f"got {len(sampling_params)} SamplingParams for {n} prompts: "
+                         "pass one, or one per prompt")
+    for i, p in enumerate(sampling_params):
+        if not isinstance(p, SamplingParams):
+            raise TypeError(f"sampling_params[{i}] must be a SamplingParams, got {type(p).__name__}")
+    return list(sampling_params)
+
+
+def _priority_list(priority, n: int) -> list[int]:
+    if priority is None:
+        return [0] * n
+    if not isinstance(priority, (list, tuple)):
+        raise TypeError(f"priority must be a list of ints, one per prompt; got {priority!r}")
+    if len(priority) != n:
+        raise ValueError(f"got {len(priority)} priorities for {n} prompts: give one per prompt")
+    return [check_int(f"priority[{i}]", p) for i, p in enumerate(priority)]
+
+
+def _conversations(messages) -> list[list[dict]]:
+    """One conversation or a list of them → a list of conversations, each checked."""
+    shape = "messages must be a list of {'role': ..., 'content': ...} dicts, or a list of such lists"
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise TypeError(f"{shape}; got {messages!r:.60}")
+    conversations = [messages] if isinstance(messages[0], dict) else list(messages)
+    for c, conv in enumerate(conversations):
+        if not isinstance(conv, (list, tuple)) or not conv:
+            raise TypeError(f"{shape}; conversation {c} is {conv!r:.60}")
+        for m, message in enumerate(conv):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str) \
+                    or not isinstance(message.get("content"), str):
+                raise TypeError(f"{shape}; conversation {c}, message {m} is {message!r:.60}")
+    return [list(conv) for conv in conversations]
+
+
+def _torch_dtype(name, device: torch.device) -> torch.dtype:
+    """'float32' | 'bfloat16' | 'float16' | None (bf16 on CUDA, fp32 on CPU)."""
+    name = dtype_name(name) if name is not None else None
+    if name is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
+def eos_token_ids(hf_model, tokenizer) -> tuple[int, ...]:
+    """Every token id that ends a request, as transformers' `generate` sees them.
+
+    Its generation config wins (Llama 3 lists end-of-text *and* end-of-turn there),
+    then the model config, then the tokenizer. One id or a list: all of them stop.
+    """
+    for source in (getattr(hf_model, "generation_config", None), hf_model.config):
+        eos = getattr(source, "eos_token_id", None)
+        if eos is not None:
+            break
     if eos is None and tokenizer is not None:
         eos = tokenizer.eos_token_id
-    return eos
+    if eos is None:
+        return ()
+    return tuple(int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos]))

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minillm.attention_metadata import AttentionMetadata
+from minillm.flat_batch import AttentionMetadata
 
 SUPPORTED_MODEL_TYPES = ("llama",)
 

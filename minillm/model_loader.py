@@ -320,16 +320,22 @@ def load_hf_model(model: str | os.PathLike, dtype: torch.dtype = torch.float32):
     The tokenizer is ``None`` when a local folder ships none. Weights are cast to
     ``dtype`` (fp32 by default, which is what the correctness checks compare in).
     """
-    name = str(model)
+    name = check_model_name(model)
     if name in KNOWN_MODELS:
         target = model_cache_dir() / name
         if not (target / "config.json").is_file():
             _convert_smollm2(target)
         return _load_folder(target, dtype)
+    return _load_folder(Path(name).expanduser(), dtype)
 
-    path = Path(name).expanduser()
-    if path.exists():
-        return _load_folder(path, dtype)
+
+def check_model_name(model: str | os.PathLike) -> str:
+    """`model` as a string if it is a known name or an existing path (cheap: loads nothing)."""
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model must be a known name or a folder path, not {type(model).__name__}")
+    name = str(model)
+    if name in KNOWN_MODELS or Path(name).expanduser().exists():
+        return name
     raise ValueError(
         f"Unknown model {name!r}: it is neither a known name nor an existing path. "
         f"Known names: {', '.join(sorted(KNOWN_MODELS))}. To use your own weights, pass "

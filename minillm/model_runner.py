@@ -21,49 +21,12 @@ Both runners (this one and `SimRunner`) own the engine's clock: `now()` and
 
 from __future__ import annotations
 
-import abc
-import time
-
 import torch
 
-from minillm.attention_metadata import build_attention_metadata
+from minillm.flat_batch import build_attention_metadata
+from minillm.engine import Runner, WallClock
 from minillm.scheduler import SchedulerOutput
 from minillm.sampler import Sampler
-
-
-class Runner(abc.ABC):
-    """What the engine needs from whatever executes a step."""
-
-    @abc.abstractmethod
-    def now(self) -> float:
-        """Seconds on this runner's clock."""
-
-    @abc.abstractmethod
-    def wait_until(self, t: float) -> None:
-        """Idle until the clock reads `t` (nothing to run before the next arrival)."""
-
-    @abc.abstractmethod
-    def execute(self, plan: SchedulerOutput) -> list[list[int]]:
-        """Run one step; per plan row, the tokens it produced.
-
-        [] — the row samples nothing (a prefill chunk that stops mid-prompt);
-        [t] — the sampled next token;
-        [t0, …, td] — a row with d speculative guesses: the model's greedy pick at the
-        newest token and at each guess (the engine keeps the ones that agree).
-        """
-
-
-class WallClock:
-    def __init__(self):
-        self._t0 = time.perf_counter()
-
-    def now(self) -> float:
-        return time.perf_counter() - self._t0
-
-    def wait_until(self, t: float) -> None:
-        delay = t - self.now()
-        if delay > 0:
-            time.sleep(delay)
 
 
 class ModelRunner(Runner):
@@ -84,8 +47,8 @@ class ModelRunner(Runner):
     def wait_until(self, t: float) -> None:
         self.clock.wait_until(t)
 
-    def reset_clock(self) -> None:
-        self.clock = WallClock()
+    def reset_clock(self) -> float:
+        return self.clock.reset()
 
     def execute(self, plan: SchedulerOutput) -> list[list[int]]:
         # swap-outs first: this step may hand the freed blocks to someone else
@@ -101,8 +64,8 @@ class ModelRunner(Runner):
             tokens = self.sampler(logits[:len(sampling_rows)], [s.params for s in seqs],
                                   [s.sampling_seed for s in seqs],
                                   [s.num_output_tokens for s in seqs])
-            for row, token in zip(sampling_rows, tokens):
-                result[row] = [token]
+            for row, token in zip(sampling_rows, tokens):    # an Exception: that row failed
+                result[row] = token if isinstance(token, BaseException) else [token]
         if speculating_rows:            # greedy picks at the newest token and every guess
             picks = logits[len(sampling_rows):].argmax(dim=-1).tolist()
             start = 0

@@ -1,7 +1,8 @@
 """What `generate` and `step` hand back — the same shape as vLLM's outputs.
 
     out.request_id, out.prompt, out.prompt_token_ids, out.finished
-    out.outputs[0].text / .token_ids / .finish_reason      ("stop" | "length" | "abort")
+    out.outputs[0].text / .token_ids / .finish_reason  ("stop" | "length" | "abort" | "error")
+    out.error                  what went wrong when finish_reason is "error" (else None)
     out.metrics.ttft / .tpot / .e2e_latency (seconds) and the raw timestamps
 
 Latency definitions (all on the engine clock):
@@ -71,3 +72,4 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool
     metrics: RequestMetrics = field(repr=False, default=None)
+    error: str | None = None          # minillm extra: why it failed (finish_reason "error")

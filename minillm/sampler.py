@@ -11,23 +11,18 @@ turned into a token by its own request's `SamplingParams`:
 index of the token being drawn. A request therefore gets the same tokens whatever else
 shares its batch, and after a preemption by recompute it draws exactly what it would
 have drawn anyway. Requests without a seed get one derived from the engine seed and
-their request id.
+their request id (`sampling_params.request_seed`).
+
+**Any temperature > 0 works.** The logits are shifted so the largest is 0 *before* the
+division, in float64: a temperature of 1e-300 then gives 0 for the top token and −inf
+for the rest — exactly greedy — instead of inf − inf = nan.
 """
 
 from __future__ import annotations
 
-import zlib
-
 import torch
 
 from minillm.sampling_params import SamplingParams
-
-
-def request_seed(params: SamplingParams, engine_seed: int, request_id: str) -> int:
-    """The seed a request samples with: its own, or one derived from the engine's."""
-    if params.seed is not None:
-        return params.seed
-    return (engine_seed * 1_000_003 + zlib.crc32(request_id.encode())) % (2**63)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -47,19 +42,27 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 class Sampler:
     def __call__(self, logits: torch.Tensor, params: list[SamplingParams],
-                 seeds: list[int], token_indices: list[int]) -> list[int]:
-        """logits [S, V] → one token id per row.
+                 seeds: list[int], token_indices: list[int]) -> list:
+        """logits [S, V] → one token id per row (or the Exception that row raised).
 
         seeds[i] and token_indices[i] (how many tokens row i's request generated so
-        far) make every draw reproducible.
+        far) make every draw reproducible. A row that fails does not stop the others.
         """
         tokens = logits.argmax(dim=-1).tolist()           # greedy for every row first
         for row, p in enumerate(params):
             if p.greedy:
                 continue
-            scaled = filter_logits(logits[row].float() / p.temperature, p.top_k, p.top_p)
-            probs = scaled.softmax(-1).cpu()
-            draw_seed = (seeds[row] * 7919 + token_indices[row]) % (2**63)
-            generator = torch.Generator().manual_seed(draw_seed)
-            tokens[row] = int(torch.multinomial(probs, 1, generator=generator))
+            try:
+                tokens[row] = sample_row(logits[row], p, seeds[row], token_indices[row])
+            except Exception as err:                       # noqa: BLE001 — reported per row
+                tokens[row] = err
         return tokens
+
+
+def sample_row(logits: torch.Tensor, p: SamplingParams, seed: int, index: int) -> int:
+    """Draw one token from logits [V] by `p`; the draw is fixed by (seed, index)."""
+    shifted = logits.double() - logits.max().double()          # [V], max 0: no overflow
+    scaled = filter_logits(shifted / p.temperature, p.top_k, p.top_p)
+    probs = scaled.softmax(-1).cpu()
+    generator = torch.Generator().manual_seed((seed * 7919 + index) % (2**63))
+    return int(torch.multinomial(probs, 1, generator=generator))

@@ -2,14 +2,18 @@
 
 `SamplingParams` has vLLM's name and vLLM's meaning for every field, so a learner's
 script moves to vLLM by changing one import. Every value is checked when the object is
-built: a bad value fails *here*, with a message that says what to change, instead of
-deep inside the engine after other requests have already started.
+built, and again when a field is changed: a bad value fails *here*, with a message that
+says what to change, instead of deep inside the engine after other requests have
+already started. The engine keeps its own checked copy (`clone`) of each request's
+params.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, fields
+
+from minillm.checks import check_bool, check_int, check_int_list, check_number
 
 
 @dataclass
@@ -40,44 +44,53 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        self._check_number("temperature", self.temperature)
-        if self.temperature < 0:
-            raise ValueError(
-                f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
-        self._check_number("top_p", self.top_p)
+        self.validate()
+        object.__setattr__(self, "_checked", True)
+
+    def __setattr__(self, name: str, value) -> None:
+        """A field changed after construction is checked again (and left as it was if bad)."""
+        old = self.__dict__.get(name, _MISSING)
+        super().__setattr__(name, value)
+        if self.__dict__.get("_checked"):
+            try:
+                self.validate()
+            except (TypeError, ValueError):
+                super().__setattr__(name, old) if old is not _MISSING else None
+                raise
+
+    def validate(self) -> None:
+        """Check every field; normalise `stop_token_ids` to a list of ints."""
+        check_number("temperature", self.temperature, 0.0, hint="0 means greedy")
+        check_number("top_p", self.top_p)
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        self._check_int("top_k", self.top_k)
-        if self.top_k < -1:
-            raise ValueError(f"top_k must be >= 1, or 0 / -1 to disable it; got {self.top_k}")
-        self._check_int("max_tokens", self.max_tokens)
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if not isinstance(self.ignore_eos, bool):
-            raise TypeError(f"ignore_eos must be a bool, got {type(self.ignore_eos).__name__}")
+            raise ValueError(f"top_p must be in (0, 1] (1 keeps every token), got {self.top_p}")
+        check_int("top_k", self.top_k, -1, hint="use k >= 1, or 0 / -1 to keep every token")
+        check_int("max_tokens", self.max_tokens, 1)
+        check_bool("ignore_eos", self.ignore_eos)
         if self.stop_token_ids is not None:
-            ids = list(self.stop_token_ids)
-            for token_id in ids:
-                self._check_int("each stop_token_ids entry", token_id)
-                if token_id < 0:
-                    raise ValueError(f"stop_token_ids must be >= 0, got {token_id}")
-            self.stop_token_ids = ids
+            ids = check_int_list("stop_token_ids", self.stop_token_ids)
+            for i, token_id in enumerate(ids):
+                check_int(f"stop_token_ids[{i}]", token_id, 0, hint="token ids are >= 0")
+            object.__setattr__(self, "stop_token_ids", ids)
         if self.seed is not None:
-            self._check_int("seed", self.seed)
+            check_int("seed", self.seed)
+
+    def clone(self) -> "SamplingParams":
+        """A checked copy: what the engine keeps, so later edits to yours change nothing."""
+        return SamplingParams(**{f.name: getattr(self, f.name) for f in fields(self)})
 
     @property
     def greedy(self) -> bool:
         """True when decoding is deterministic argmax."""
         return self.temperature == 0.0
 
-    @staticmethod
-    def _check_number(name: str, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
 
-    @staticmethod
-    def _check_int(name: str, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+_MISSING = object()
+
+
+def request_seed(params: SamplingParams, engine_seed: int, request_id: str) -> int:
+    """The seed a request samples with: its own `seed`, or one derived from the engine's
+    seed and the request id — so the same script gives the same samples run after run."""
+    if params.seed is not None:
+        return params.seed
+    return (engine_seed * 1_000_003 + zlib.crc32(request_id.encode())) % (2**63)

@@ -39,7 +39,7 @@ class Sequence:
     arrival_time: float = 0.0
     priority: int = 0                      # lower value = served first (vLLM's rule)
     prompt: str | None = None
-    eos_token_id: int | None = None
+    eos_token_ids: tuple[int, ...] = ()   # any of them ends the request (unless ignore_eos)
 
     output_token_ids: list[int] = field(default_factory=list)
     status: SequenceStatus = SequenceStatus.WAITING
@@ -50,10 +50,11 @@ class Sequence:
     draft_token_ids: list[int] = field(default_factory=list)  # speculative guesses this step
     num_draft_proposed: int = 0
     num_draft_accepted: int = 0
-    finish_reason: str | None = None       # "stop" | "length" | "abort"
+    finish_reason: str | None = None       # "stop" | "length" | "abort" | "error"
+    error: str | None = None               # what went wrong, when finish_reason is "error"
     num_preemptions: int = 0
     admission_order: int = 0               # set by the scheduler: FCFS tie-breaker
-    sampling_seed: int = 0                 # set by the engine (see sampler.request_seed)
+    sampling_seed: int = 0                 # set by the engine (sampling_params.request_seed)
 
     # timestamps on the engine clock (seconds)
     first_scheduled_time: float | None = None
@@ -134,13 +135,14 @@ class Sequence:
     def check_stop(self, max_model_len: int) -> str | None:
         """Why this sequence should stop after its newest token, or None to go on.
 
-        EOS stops unless `ignore_eos`; any of `stop_token_ids` stops; reaching
+        Any EOS id stops unless `ignore_eos` (a model may have several, like Llama 3's
+        end-of-text and end-of-turn); any of `stop_token_ids` stops; reaching
         `max_tokens` or the model's context length stops with "length".
         """
         if not self.output_token_ids:
             return None
         last = self.output_token_ids[-1]
-        if not self.params.ignore_eos and last == self.eos_token_id:
+        if not self.params.ignore_eos and last in self.eos_token_ids:
             return "stop"
         if self.params.stop_token_ids and last in self.params.stop_token_ids:
             return "stop"
@@ -149,6 +151,14 @@ class Sequence:
         if self.num_tokens >= max_model_len:
             return "length"
         return None
+
+    def shift_times(self, delta: float) -> None:
+        """Move every timestamp by `delta` seconds (the engine clock was restarted)."""
+        self.arrival_time += delta
+        for name in ("first_scheduled_time", "first_token_time", "finish_time"):
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name) + delta)
+        self.token_times = [t + delta for t in self.token_times]
 
     def mark_swapped_out(self) -> None:
         """Preemption by swapping: the K/V wait in swap space; nothing is recomputed."""

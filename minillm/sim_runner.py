@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minillm.model_runner import Runner
+from minillm.engine import Runner
 from minillm.scheduler import SchedulerOutput
 from minillm.trace import StepRecord, Trace
 
@@ -158,8 +158,9 @@ class SimRunner(Runner):
         """Nothing to do until `t`: a simulated clock simply jumps there."""
         self._now = max(self._now, t)
 
-    def reset_clock(self) -> None:
-        self._now = 0.0
+    def reset_clock(self) -> float:
+        before, self._now = self._now, 0.0
+        return before
 
     # ------------------------------------------------------------------ one step
     def execute(self, plan: SchedulerOutput) -> list[list[int]]:

@@ -16,67 +16,44 @@ import zlib
 
 import numpy as np
 
-from minillm.block_manager import KVCacheManager, cdiv
+from minillm.checks import check_int
+from minillm.config import EngineConfig, build_engine
 from minillm.engine import LLMEngine
-from minillm.kv_cache import DEFAULT_KV_CACHE_BYTES
-from minillm.llm import DEFAULT_CHUNKED_TOKEN_BUDGET, resolve_scheduler
 from minillm.sampling_params import SamplingParams
-from minillm.scheduler import Scheduler, SchedulerConfig
 from minillm.sim_runner import CostModel, SimRunner
 from minillm.trace import Trace
 from minillm.workload import RequestSpec
 
 # SmolLM2-135M: 2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 bytes (fp32)
 SMOLLM2_KV_BYTES_PER_TOKEN = 2 * 30 * 3 * 64 * 4
+SMOLLM2_MAX_POSITIONS = 8192
 
 
-def make_sim_engine(scheduling: str | type[Scheduler] = "continuous", *, max_num_seqs: int = 16,
-                    max_num_batched_tokens: int | None = None, block_size: int = 16,
-                    num_kv_blocks: int | None = None,
-                    kv_cache_memory: int = DEFAULT_KV_CACHE_BYTES,
-                    enable_chunked_prefill: bool = False, policy: str = "fcfs",
-                    aging_rate: float = 0.0, enable_prefix_caching: bool = False,
-                    preemption_mode: str = "recompute", num_swap_blocks: int | None = None,
-                    cost_model: CostModel | None = None,
-                    max_model_len: int = 8192, vocab_size: int = 49152,
-                    eos_token_id: int | None = 2, seed: int = 0) -> LLMEngine:
-    """An LLMEngine driven by a SimRunner; defaults as `LLM` on SmolLM2-135M in fp32.
+def make_sim_engine(scheduling="continuous", *, cost_model: CostModel | None = None,
+                    vocab_size: int = 49152, eos_token_id: int | None = 2,
+                    max_model_len: int = SMOLLM2_MAX_POSITIONS, **knobs) -> LLMEngine:
+    """An LLMEngine driven by a SimRunner; the knobs and defaults of `LLM` on SmolLM2-135M.
 
-    `scheduling`: "continuous", "static", or your own `Scheduler` subclass (an
-    exercise's scheduler runs in the simulator exactly as in `LLM`).
-    `max_num_batched_tokens=None`: 512 with chunked prefill, else `max_model_len`.
-    `num_kv_blocks=None`: as many blocks as `kv_cache_memory` holds for SmolLM2 in
-    fp32 (45 KiB per token), but no more than a full batch of `max_model_len` can use.
+    `scheduling`: a name in `minillm.scheduler.SCHEDULERS` / `VARIANTS`, or your own
+    `Scheduler` subclass (an exercise's scheduler runs in the simulator exactly as in
+    `LLM`). `knobs`: the other `EngineConfig` fields (`max_num_seqs`, `block_size`, ...);
+    `num_kv_blocks=None` sizes the cache for SmolLM2 in fp32 (45 KiB per token).
+    `record_block_tables=True` keeps every step's block tables in the Trace.
     """
-    scheduler_cls = resolve_scheduler(scheduling)
-    if max_num_batched_tokens is None:
-        max_num_batched_tokens = (DEFAULT_CHUNKED_TOKEN_BUDGET if enable_chunked_prefill
-                                  else max_model_len)
-    if num_kv_blocks is None:
-        num_kv_blocks = min(kv_cache_memory // (block_size * SMOLLM2_KV_BYTES_PER_TOKEN),
-                            cdiv(max_num_seqs * max_model_len, block_size))
-    sched_config = SchedulerConfig(max_num_seqs=max_num_seqs,
-                                   max_num_batched_tokens=max_num_batched_tokens,
-                                   max_model_len=max_model_len,
-                                   enable_chunked_prefill=enable_chunked_prefill,
-                                   policy=policy, aging_rate=aging_rate,
-                                   preemption_mode=preemption_mode)
-    if num_swap_blocks is None:
-        num_swap_blocks = num_kv_blocks if preemption_mode == "swap" else 0
-    kv = KVCacheManager(num_kv_blocks, block_size, enable_prefix_caching=enable_prefix_caching,
-                        num_swap_blocks=num_swap_blocks)
-    scheduler = scheduler_cls(sched_config, kv)
+    check_int("vocab_size", vocab_size, 2, hint="the simulator needs EOS and a filler token")
+    if eos_token_id is not None:
+        check_int("eos_token_id", eos_token_id, 0)
+        if eos_token_id >= vocab_size:
+            raise ValueError(f"eos_token_id {eos_token_id} is outside the vocabulary (0..{vocab_size - 1})")
+    config = EngineConfig.from_kwargs({"scheduling": scheduling, "max_model_len": max_model_len,
+                                       **knobs}, where="make_sim_engine")
+    config = config.for_model(None, SMOLLM2_KV_BYTES_PER_TOKEN)
     runner = SimRunner(cost_model, eos_token_id=eos_token_id, vocab_size=vocab_size)
-    config = {"model": "simulated", "runner": "sim",
-              "scheduling": getattr(scheduler_cls, "name", scheduler_cls.__name__),
-              "policy": policy, "aging_rate": aging_rate, "max_num_seqs": max_num_seqs,
-              "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
-              "num_kv_blocks": num_kv_blocks, "enable_chunked_prefill": enable_chunked_prefill,
-              "enable_prefix_caching": enable_prefix_caching,
-              "preemption_mode": preemption_mode,
-              "max_model_len": max_model_len, "cost_model": runner.cost_model.to_dict()}
-    return LLMEngine(runner, scheduler, vocab_size=vocab_size, max_model_len=max_model_len,
-                     tokenizer=None, eos_token_id=eos_token_id, seed=seed, config=config)
+    engine = build_engine(config, runner, vocab_size=vocab_size,
+                          eos_token_ids=() if eos_token_id is None else (eos_token_id,),
+                          extra={"model": "simulated", "runner": "sim",
+                                 "cost_model": runner.cost_model.to_dict()})
+    return engine
 
 
 def add_workload(engine: LLMEngine, workload: list[RequestSpec], ignore_eos: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minillm.block_manager import cdiv
+from minillm.kv_cache import cdiv
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
 from minillm.sequence import Sequence
 

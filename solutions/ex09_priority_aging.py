@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from minillm.continuous_scheduler import ContinuousScheduler
+from minillm.scheduler import ContinuousScheduler
 from minillm.sequence import Sequence
 
 

@@ -16,9 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import minillm.attention as attention
-from minillm.attention import PerSequenceAttention, TorchAttention, split_by_length
-from minillm.attention_metadata import build_attention_metadata
+import minillm.attention.torch_paged as attention
+from minillm.attention import PerSequenceAttention, TorchAttention
+from minillm.attention.torch_paged import split_by_length
+from minillm.flat_batch import build_attention_metadata
 
 pytestmark = pytest.mark.unit
 

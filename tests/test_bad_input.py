@@ -34,7 +34,7 @@ BAD_GENERATE = [
     ({"prompt_token_ids": []}, None, ValueError, "no tokens"),
     ({"prompt_token_ids": [1, 999]}, None, ValueError, "outside the vocabulary"),
     ({"prompt_token_ids": [1, -1]}, None, ValueError, "outside the vocabulary"),
-    ({"prompt_token_ids": [1, 2.5]}, None, TypeError, "ints"),
+    ({"prompt_token_ids": [1, 2.5]}, None, TypeError, r"prompt_token_ids\[1\] must be an int"),
     ({"prompt_token_ids": list(range(1, 65))}, None, ValueError, "max_model_len"),
     ({"prompt_token_ids": list(range(1, 30))}, SamplingParams(max_tokens=8), ValueError,
      "whole cache"),
@@ -79,7 +79,7 @@ def test_sampling_params_are_checked_on_construction(kwargs, words):
 @pytest.mark.parametrize("kwargs,words", [
     (dict(max_tokens=2.0), "max_tokens must be an int"),
     (dict(temperature="hot"), "temperature must be a number"),
-    (dict(ignore_eos="yes"), "ignore_eos must be a bool"),
+    (dict(ignore_eos="yes"), "ignore_eos must be True or False"),
 ])
 def test_sampling_param_types_are_checked(kwargs, words):
     with pytest.raises(TypeError, match=words):
@@ -93,7 +93,7 @@ def test_sampling_param_types_are_checked(kwargs, words):
     (dict(max_num_seqs=0), "max_num_seqs"),
     (dict(scheduling="round-robin"), "scheduling must be one of"),
     (dict(policy="lifo"), "policy must be one of"),
-    (dict(attention_backend="flash"), "unknown attention_backend"),
+    (dict(attention_backend="flash"), "attention_backend must be one of"),
     (dict(max_model_len=10_000), "exceeds the model"),
     (dict(device="cuda:0"), "CUDA") if not __import__("torch").cuda.is_available()
     else (dict(num_kv_blocks=-1), "num_kv_blocks"),
@@ -120,3 +120,161 @@ def test_engine_rejects_duplicate_request_ids_and_keeps_the_first(llm):
         engine.step()
     assert engine.trace.requests["a"].output_len == 2
     still_serves(llm)
+
+
+# ---------------------------------------------------------------------- every boundary
+# Each case names the parameter in its message; afterwards the same LLM still serves.
+
+def greedy(n=3):
+    return SamplingParams(temperature=0.0, max_tokens=n)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("arrival,error", [
+    (float("nan"), ValueError), (float("inf"), ValueError), (-1.0, ValueError),
+    (1e9, ValueError), ("soon", TypeError), (True, TypeError),
+])
+def test_arrival_time_is_checked_when_given(llm, arrival, error):
+    """nan was accepted and never became due (step() spun for ever); inf raised
+    OverflowError inside step(); a date far ahead would sleep for days."""
+    engine = llm.llm_engine
+    engine.start_new_trace()
+    with pytest.raises(error, match="arrival_time"):
+        engine.add_request("late", GOOD, greedy(), arrival_time=arrival)
+    assert not engine.has_unfinished_requests()
+    still_serves(llm)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("call,error,words", [
+    (lambda llm: llm.generate(GOOD, greedy(), priority=5), TypeError, "priority"),
+    (lambda llm: llm.generate(GOOD, greedy(), priority=[True]), TypeError, r"priority\[0\]"),
+    (lambda llm: llm.generate(GOOD, greedy(), use_tqdm="yes"), TypeError, "use_tqdm"),
+    (lambda llm: llm.generate(GOOD, "greedy"), TypeError, "sampling_params"),
+    (lambda llm: llm.generate([GOOD, GOOD], [greedy(), None]), TypeError, r"sampling_params\[1\]"),
+    (lambda llm: llm.generate([]), ValueError, "prompts is empty"),
+    (lambda llm: llm.generate({"prompt_token_ids": [1], "max_tokens": 3}), ValueError,
+     "unknown keys"),
+    (lambda llm: llm.generate({"prompt_token_ids": __import__("numpy").array([1, 2])}),
+     TypeError, "tolist"),
+    (lambda llm: llm.generate({"prompt": 5}), TypeError, "'prompt' must be a str"),
+    (lambda llm: llm.llm_engine.add_request(7, GOOD), TypeError, "request_id"),
+    (lambda llm: llm.llm_engine.add_request("x", GOOD, priority=1.5), TypeError, "priority"),
+    (lambda llm: llm.llm_engine.add_request("x", GOOD, params={"max_tokens": 3}), TypeError,
+     "params must be a SamplingParams"),
+])
+def test_generate_and_add_request_arguments_name_the_parameter(llm, call, error, words):
+    with pytest.raises(error, match=words):
+        call(llm)
+    assert not llm.llm_engine.has_unfinished_requests()
+    still_serves(llm)
+
+
+@pytest.mark.unit
+def test_an_error_names_the_prompt_not_an_internal_request_id(llm):
+    too_long = {"prompt_token_ids": list(range(1, 30))}
+    with pytest.raises(ValueError) as info:
+        llm.generate([GOOD, too_long], [greedy(), SamplingParams(max_tokens=8)], use_tqdm=False)
+    message = str(info.value)
+    # the prompt's place in the user's list, not an internal request id the user never chose
+    assert message.startswith("prompts[1]: this request needs up to 10 KV blocks")
+    still_serves(llm)
+
+
+@pytest.mark.unit
+def test_numpy_token_ids_in_a_list_are_accepted(llm):
+    import numpy as np
+    ids = [np.int64(3), np.int32(4), 5]
+    out = llm.generate({"prompt_token_ids": ids}, greedy(), use_tqdm=False)[0]
+    assert out.prompt_token_ids == [3, 4, 5] and all(type(t) is int for t in out.prompt_token_ids)
+    assert out.outputs[0].token_ids == llm.generate(GOOD, greedy(), use_tqdm=False)[0].outputs[0].token_ids
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("messages,words", [
+    ("hello", "messages must be a list"),
+    ({"role": "user", "content": "hi"}, "messages must be a list"),
+    ([{"role": "user"}], "message 0"),
+    ([[{"role": "user", "content": "hi"}], "oops"], "conversation 1"),
+    ([], "messages must be a list"),
+])
+def test_chat_messages_are_checked(messages, words):
+    from minillm.llm import _conversations
+    with pytest.raises(TypeError, match=words):
+        _conversations(messages)
+
+
+@pytest.mark.unit
+def test_sampling_params_are_checked_again_when_changed(llm):
+    params = SamplingParams(temperature=0.5, max_tokens=3)
+    with pytest.raises(ValueError, match="temperature"):
+        params.temperature = -1.0
+    assert params.temperature == 0.5                     # the bad value was not kept
+    with pytest.raises(TypeError, match="max_tokens"):
+        params.max_tokens = "3"
+    assert params.max_tokens == 3
+    params.stop_token_ids = [7]
+    params.stop_token_ids.append(-1)                     # edited in place: seen at the boundary
+    with pytest.raises(ValueError, match=r"prompts\[0\]: stop_token_ids\[1\]"):
+        llm.generate(GOOD, params, use_tqdm=False)
+    still_serves(llm)
+
+
+@pytest.mark.unit
+def test_the_engine_keeps_its_own_copy_of_sampling_params(llm):
+    engine = llm.llm_engine
+    engine.start_new_trace()
+    params = greedy(4)
+    engine.add_request("mine", GOOD, params)
+    params.max_tokens = 1                                # too late: the request has its copy
+    outs = []
+    while engine.has_unfinished_requests():
+        outs += [o for o in engine.step() if o.finished]
+    assert len(outs[0].outputs[0].token_ids) == 4
+    still_serves(llm)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kwargs,error,words", [
+    (dict(stop_token_ids=5), TypeError, "stop_token_ids must be a list"),
+    (dict(stop_token_ids=["a"]), TypeError, r"stop_token_ids\[0\]"),
+    (dict(top_k=2.0), TypeError, "top_k must be an int"),
+    (dict(top_p=float("inf")), ValueError, "top_p"),
+    (dict(seed=1.5), TypeError, "seed must be an int"),
+    (dict(max_tokens=True), TypeError, "max_tokens must be an int"),
+])
+def test_more_sampling_params_name_their_field(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        SamplingParams(**kwargs)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kwargs,error,words", [
+    (dict(num_swap_blocks=-1, preemption_mode="swap"), ValueError, "num_swap_blocks must be >= 0"),
+    (dict(num_swap_blocks=4), ValueError, "num_swap_blocks=4 only applies"),
+    (dict(max_model_len=0), ValueError, "max_model_len must be >= 2"),
+    (dict(max_num_batched_tokens=0), ValueError, "max_num_batched_tokens must be >= 1"),
+    (dict(num_kv_blocks=8, kv_cache_memory=1 << 20), ValueError, "not both"),
+    (dict(kv_cache_memory=10), ValueError, "kv_cache_memory=10 bytes holds no KV block"),
+    (dict(aging_rate=1.0), ValueError, "aging_rate=1.0 has no effect"),
+    (dict(aging_rate=float("nan"), policy="priority"), ValueError, "aging_rate must be a finite"),
+    (dict(enable_chunked_prefill="yes"), TypeError, "enable_chunked_prefill"),
+    (dict(enable_prefix_caching=True, scheduling="continuous+contiguous"), ValueError,
+     "enable_prefix_caching"),
+    (dict(speculative_config={}), ValueError, "num_speculative_tokens"),
+    (dict(speculative_config={"num_speculative_tokens": 0}), ValueError,
+     r"speculative_config\['num_speculative_tokens'\] must be >= 1"),
+    (dict(speculative_config={"num_speculative_tokens": 2, "prompt_lookup_min": 3,
+                              "prompt_lookup_max": 2}), ValueError, "prompt_lookup_min <="),
+    (dict(speculative_config={"num_speculative_tokens": 2}, scheduling="static"), ValueError,
+     "speculative decoding needs"),
+    (dict(speculative_config="ngram"), TypeError, "speculative_config must be a dict"),
+    (dict(dtype="float64"), ValueError, "dtype"),
+    (dict(device="tpu"), ValueError, "device"),
+    (dict(seed="0"), TypeError, "seed must be an int"),
+    (dict(max_num_seq=4), TypeError, "did you mean 'max_num_seqs'"),
+    (dict(scheduling=int), ValueError, "scheduling must be one of"),
+])
+def test_every_engine_knob_names_itself(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        LLM(build_tiny_llama(seed=0), **kwargs)

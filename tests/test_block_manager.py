@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minillm.block_manager import BlockAllocator, KVCacheManager
+from minillm.kv_cache import BlockAllocator, KVCacheManager
 from minillm.sampling_params import SamplingParams
 from minillm.sequence import Sequence
 

@@ -99,7 +99,7 @@ def test_static_batch_keeps_finished_rows_idle_until_the_longest_ends():
     first_batch = steps[:9]                  # the 9-token request keeps batch 1 alive
     assert [len(s.idle) for s in first_batch] == [0, 0, 1, 3, 3, 3, 3, 3, 3]
     # the 5th request waited for the whole first batch: head-of-line blocking
-    fifth = [r for r in llm.trace.requests.values() if r.request_id.endswith("-4")][0]
+    fifth = list(llm.trace.requests.values())[4]
     assert fifth.first_scheduled_time >= steps[8].end_time
     # contiguous reservations: 4 × ceil((2 + max_tokens)/4) blocks held by batch 1
     assert steps[0].kv_blocks_used == 1 + 3 + 2 + 2

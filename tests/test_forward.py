@@ -11,12 +11,20 @@ import pytest
 import torch
 
 from minillm.attention import PerSequenceAttention, TorchAttention
-from minillm.attention_metadata import build_attention_metadata
-from minillm.kv_cache import allocate_kv_cache
+from minillm.flat_batch import build_attention_metadata
+from minillm.kv_cache.tensors import allocate_kv_cache
 from minillm.model import LlamaModel
 from minillm.model_loader import build_tiny_llama
 
-TOL = 1e-4
+# Bounds on max|ours − transformers| / max|transformers' logits|, per sequence: fp32
+# rounding grows with depth, so the bound is relative to the logits' scale and set from
+# measurement (`max_rel_diff` over prefill + 16 decode steps, this course's 2-core
+# machine, 2026-12-01): the tiny 2-layer models reached 1.6e-6 over 96 model/backend
+# cases; the 30-layer SmolLM2 reached 8.5e-6 over 16 prompts (3.3e-4 in absolute terms,
+# which an absolute 1e-4 bound failed). A real bug — positions off by one — gives
+# more than 1e-3. Greedy tokens are compared exactly elsewhere (test_engine_oracle).
+TINY_REL_TOL = 5e-5
+SMOLLM2_REL_TOL = 1e-4
 
 
 def run_flat(model: LlamaModel, prompts, continuations, backend, block_size=4):
@@ -64,11 +72,17 @@ def hf_logits(hf_model, prompts, continuations):
                 for p, c in zip(prompts, continuations)]
 
 
-def max_diff(model, hf_model, prompts, continuations, backend):
+def max_rel_diff(model, hf_model, prompts, continuations, backend):
+    """max over sequences of max|ours − ref| / max|ref| (the logits' scale)."""
     ours = run_flat(model, prompts, continuations, backend)
     ref = hf_logits(hf_model, prompts, continuations)
     # ours has len(p) + len(c) rows; the last decode predicts past the reference
-    return max((o[:-1] - r).abs().max().item() for o, r in zip(ours, ref))
+    return max(((o[:-1] - r).abs().max() / r.abs().max()).item() for o, r in zip(ours, ref))
+
+
+def within(diff: float, bound: float) -> bool:
+    print(f"max relative logit diff {diff:.2e}, bound {bound:.0e}: margin {bound / diff:.0f}×")
+    return diff <= bound
 
 
 @pytest.mark.unit
@@ -89,7 +103,7 @@ def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, backend):
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
     conts = [torch.randint(0, 256, (16,), generator=g).tolist() for _ in prompts]
-    assert max_diff(model, hf, prompts, conts, backend) <= TOL
+    assert within(max_rel_diff(model, hf, prompts, conts, backend), TINY_REL_TOL)
 
 
 @pytest.mark.unit
@@ -101,7 +115,7 @@ def test_untied_embeddings_and_biases_are_used():
     model = LlamaModel.from_hf(hf)
     assert not model.tied
     prompts, conts = [[1, 2, 3, 4, 5], [9, 8]], [[7, 7, 7], [3, 2, 1]]
-    assert max_diff(model, hf, prompts, conts, TorchAttention()) <= TOL
+    assert within(max_rel_diff(model, hf, prompts, conts, TorchAttention()), TINY_REL_TOL)
 
 
 @pytest.mark.unit
@@ -111,7 +125,7 @@ def test_flat_batch_differs_if_positions_are_wrong():
     model = LlamaModel.from_hf(hf)
     model.rope.cos = torch.roll(model.rope.cos, 1, dims=0)
     model.rope.sin = torch.roll(model.rope.sin, 1, dims=0)
-    assert max_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], TorchAttention()) > 1e-2
+    assert max_rel_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], TorchAttention()) > 1e-3
 
 
 @pytest.mark.model
@@ -119,11 +133,15 @@ def test_smollm2_logits_match_transformers(smollm2):
     hf, tokenizer = smollm2
     model = LlamaModel.from_hf(hf)
     texts = ["Hi", "The capital of France is", "Explain why the sky is blue in one sentence.",
-             "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"]
-    prompts = [tokenizer(t).input_ids for t in texts]
-    assert len({len(p) for p in prompts}) == 4
+             "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+             "import torch\nx = torch.randn(3, 4)\nprint(x.shape)", "Q: What is 17 * 23?\nA:",
+             "Write a haiku about autumn leaves falling slowly.", "In 1492, Columbus sailed"]
     g = torch.Generator().manual_seed(0)
-    conts = [torch.randint(0, hf.config.vocab_size, (16,), generator=g).tolist() for _ in prompts]
-    diff = max_diff(model, hf, prompts, conts, TorchAttention())
-    print(f"max |logit diff| over prefill + 16 decode steps: {diff:.2e}")
-    assert diff <= TOL
+    worst = 0.0
+    for batch in (texts[:4], texts[4:]):                 # two flat batches of four prompts
+        prompts = [tokenizer(t).input_ids for t in batch]
+        assert len({len(p) for p in prompts}) == 4
+        conts = [torch.randint(0, hf.config.vocab_size, (16,), generator=g).tolist()
+                 for _ in prompts]
+        worst = max(worst, max_rel_diff(model, hf, prompts, conts, TorchAttention()))
+    assert within(worst, SMOLLM2_REL_TOL)

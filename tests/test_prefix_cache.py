@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minillm import SamplingParams
-from minillm.prefix_cache import block_hashes
+from minillm.kv_cache.prefix_cache import block_hashes
 from minillm.simulate import make_sim_engine, run_to_completion
 
 pytestmark = pytest.mark.unit

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from minillm.block_manager import cdiv
+from minillm.kv_cache import cdiv
 from minillm.sampling_params import SamplingParams
 from minillm.simulate import add_workload, make_sim_engine, run_to_completion, simulate
 from minillm.workload import RequestSpec, make_workload, pareto, uniform
@@ -52,14 +52,15 @@ def scenarios(draw):
                                  draw(st.integers(0, 3))))
     largest = max(cdiv(s.prompt_len + s.max_tokens, block_size) for s in specs)
     num_kv_blocks = largest + draw(st.integers(0, largest // 2 + 1))   # tight: preemption
+    policy = draw(st.sampled_from(["fcfs", "priority"]))
     return dict(
         specs=specs,
         engine=dict(scheduling=scheduling, block_size=block_size, num_kv_blocks=num_kv_blocks,
                     max_num_seqs=draw(st.integers(1, 8)),
                     max_num_batched_tokens=draw(st.integers(4, 64)),
                     enable_chunked_prefill=chunked,
-                    policy=draw(st.sampled_from(["fcfs", "priority"])),
-                    aging_rate=draw(st.sampled_from([0.0, 0.5, 20.0])),
+                    policy=policy,
+                    aging_rate=0.0 if policy == "fcfs" else draw(st.sampled_from([0.0, 0.5, 20.0])),
                     max_model_len=MAX_MODEL_LEN),
         with_giant=draw(st.booleans()),
         aborts=draw(st.lists(st.tuples(st.integers(0, 60), st.integers(0, n - 1)), max_size=3)),

@@ -145,7 +145,7 @@ def test_fit_quality_of_a_wrong_model_is_poor():
 
 def test_a_scheduler_subclass_runs_in_the_simulator():
     """An exercise's scheduler plugs into the simulator as into LLM(scheduling=...)."""
-    from minillm.continuous_scheduler import ContinuousScheduler
+    from minillm.scheduler import ContinuousScheduler
 
     class ShortestPromptFirst(ContinuousScheduler):
         name = "shortest-prompt-first"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minillm.kv_variants import simulate_variant
+from minillm.simulate import simulate
 from minillm.metrics import kv_utilization
 from minillm.widgets.kv_map import (FREE, BlockMapRecorder, KVBlockMap, block_image,
                                     default_workload, run_from_trace, simulate_block_map)
@@ -32,7 +32,7 @@ def test_recorded_block_maps_agree_with_the_trace(variant):
     run = simulate_block_map(workload, variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
     assert_map_matches_trace(run)
     # recording does not change what the engine does
-    plain = simulate_variant(workload, variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
+    plain = simulate(workload, scheduling=variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
     assert [s.end_time for s in plain.steps] == [s.end_time for s in run.trace.steps]
 
 

@@ -15,7 +15,7 @@ the very same kernel code, which is how the tests check it without a GPU.
 
 from __future__ import annotations
 
-from minillm.attention_metadata import AttentionMetadata
+from minillm.flat_batch import AttentionMetadata
 
 
 class TritonAttention:

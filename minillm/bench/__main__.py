@@ -9,6 +9,17 @@ import sys
 from minillm.bench.experiments import EXPERIMENTS, BenchConfig
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1 (the flag's name comes with argparse's message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def parse_args(argv=None) -> BenchConfig:
     import minillm.bench as package
     parser = argparse.ArgumentParser(prog="python -m minillm.bench", description=package.__doc__,
@@ -20,13 +31,13 @@ def parse_args(argv=None) -> BenchConfig:
                         help=f"comma-separated experiments among {','.join(EXPERIMENTS)} "
                              "(default: all; with --peers: none)")
     parser.add_argument("--out", default="bench-results", help="folder for JSON and PNGs")
-    parser.add_argument("--rounds", type=int, default=None, help="alternating rounds (default 3, quick 1)")
+    parser.add_argument("--rounds", type=positive_int, default=None, help="alternating rounds (default 3, quick 1)")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-num-seqs", type=int, default=16)
-    parser.add_argument("--chunk-budget", type=int, default=256,
+    parser.add_argument("--max-num-seqs", type=positive_int, default=16)
+    parser.add_argument("--chunk-budget", type=positive_int, default=256,
                         help="max_num_batched_tokens with chunked prefill")
     parser.add_argument("--vllm-python", default=os.environ.get("MINILLM_VLLM_PYTHON"),
                         help="python of a virtualenv where vLLM is installed")
@@ -40,8 +51,9 @@ def parse_args(argv=None) -> BenchConfig:
     else:
         chosen = () if args.peers else EXPERIMENTS
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    if rounds < 1:
-        parser.error("--rounds must be >= 1")
+    if args.vllm_python and not os.access(args.vllm_python, os.X_OK):
+        parser.error(f"--vllm-python {args.vllm_python!r} is not an executable python "
+                     "(see minillm/PERFORMANCE.md for the vLLM virtualenv)")
     return BenchConfig(model=args.model, quick=args.quick, rounds=rounds, seed=args.seed,
                        threads=args.threads, dtype=args.dtype, max_num_seqs=args.max_num_seqs,
                        chunk_budget=args.chunk_budget, experiments=chosen, peers=args.peers,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 
-from minillm.block_manager import cdiv
+from minillm.kv_cache import cdiv
 from minillm.metrics import summarize
 from minillm.sampling_params import SamplingParams
 from minillm.trace import Trace

@@ -59,7 +59,7 @@ def parse_contexts(text: str, batch: int) -> list[int]:
 
 def decode_batch(contexts: list[int], block_size: int, num_blocks: int):
     """Inputs of one decode step with scattered block tables (the same every call)."""
-    from minillm.attention_metadata import build_attention_metadata
+    from minillm.flat_batch import build_attention_metadata
     per_seq = [-(-(c + 1) // block_size) for c in contexts]
     order = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(0)).tolist()
     tables, start = [], 0
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype)
-    from minillm.kv_cache import allocate_kv_cache
+    from minillm.kv_cache.tensors import allocate_kv_cache
     from minillm.model_loader import load_hf_model
     hf, _ = load_hf_model(args.model)
     block_size = 16

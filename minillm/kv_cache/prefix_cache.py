@@ -30,7 +30,7 @@ Only *full* blocks are cached (a partial block is still being written).
 
 from __future__ import annotations
 
-from minillm.block_manager import BlockAllocator
+from minillm.kv_cache.allocator import BlockAllocator
 from minillm.sequence import Sequence
 
 

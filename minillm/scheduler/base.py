@@ -17,16 +17,7 @@ Two families live in their own files:
   every step, finished sequences leave and waiting ones join — optionally with
   chunked prefill (分块预填充).
 
-Ordering (`policy`):
-
-* "fcfs" — first come, first served: earliest arrival first;
-* "priority" — lowest `priority` value first; with `aging_rate` > 0 a request's
-  effective priority improves by `aging_rate` per second it has waited, so a
-  low-priority request cannot starve forever;
-* "shortest" — shortest job first: least remaining work (prompt tokens still to run
-  + tokens it may still generate, by its `max_tokens`) first. Great for mean latency,
-  but a long request can wait forever while short ones keep arriving (starvation);
-  `aging_rate` > 0 subtracts `aging_rate` tokens per second waited to bound that.
+Ordering is a policy (`policies.py`): "fcfs", "priority" (+ aging), "shortest".
 
 When a sequence must be preempted, the victim is the *last* in that order among the
 running ones: lowest priority first, then latest arrival.
@@ -37,10 +28,10 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
-from minillm.block_manager import KVCacheManager, cdiv
+from minillm.kv_cache import KVCacheManager, cdiv
+from minillm.scheduler.policies import POLICIES
 from minillm.sequence import Sequence, SequenceStatus
 
-POLICIES = ("fcfs", "priority", "shortest")
 PREEMPTION_MODES = ("recompute", "swap")
 
 
@@ -60,12 +51,19 @@ class SchedulerConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+            raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {self.policy!r}")
         if self.preemption_mode not in PREEMPTION_MODES:
             raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, "
                              f"got {self.preemption_mode!r}")
         if self.aging_rate < 0:
             raise ValueError(f"aging_rate must be >= 0, got {self.aging_rate}")
+
+
+@dataclass(frozen=True)
+class KVUsage:
+    blocks_used: int
+    blocks_free: int
+    tokens_held: int          # token slots of the used blocks that hold a computed token
 
 
 @dataclass
@@ -109,6 +107,7 @@ class Scheduler(abc.ABC):
     """Queues + limits + ordering; subclasses decide what runs each step."""
 
     name = "base"
+    kv_layout = "paged"          # or "contiguous": one reservation per request at admission
 
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager):
         self.config = config
@@ -126,11 +125,10 @@ class Scheduler(abc.ABC):
             raise ValueError(
                 f"prompt has {seq.num_prompt_tokens} tokens but max_model_len is "
                 f"{cfg.max_model_len}: shorten the prompt or raise max_model_len")
-        worst_case = min(seq.max_total_tokens, cfg.max_model_len)
-        needed = cdiv(worst_case, self.kv.block_size)
+        needed = cdiv(self.worst_case_tokens(seq), self.kv.block_size)
         if needed > self.kv.num_blocks:
             raise ValueError(
-                f"request {seq.request_id} needs up to {needed} KV blocks "
+                f"this request needs up to {needed} KV blocks "
                 f"({seq.num_prompt_tokens} prompt + {seq.params.max_tokens} max_tokens, "
                 f"block_size {self.kv.block_size}) but the whole cache has "
                 f"{self.kv.num_blocks}: lower max_tokens, shorten the prompt, or raise "
@@ -141,8 +139,12 @@ class Scheduler(abc.ABC):
                 f"{cfg.max_num_batched_tokens} and chunked prefill is off: raise "
                 f"max_num_batched_tokens or set enable_chunked_prefill=True")
 
+    def worst_case_tokens(self, seq: Sequence) -> int:
+        """The most tokens `seq` can ever hold: prompt + max_tokens, capped by max_model_len."""
+        return min(seq.max_total_tokens, self.config.max_model_len)
+
     def add(self, seq: Sequence) -> None:
-        self.check_fits(seq)
+        """Queue `seq` (the engine already ran `check_fits` on it)."""
         seq.admission_order = self._next_order
         self._next_order += 1
         seq.status = SequenceStatus.WAITING
@@ -174,19 +176,19 @@ class Scheduler(abc.ABC):
         """Sequences that hold KV blocks right now."""
         return self.running
 
+    def kv_usage(self) -> KVUsage:
+        """How full the KV cache is: blocks used / free, token slots holding a token."""
+        return KVUsage(self.kv.num_blocks - self.kv.num_free_blocks, self.kv.num_free_blocks,
+                       self.kv.tokens_held(self.kv_holders()))
+
+    def tokens_computed(self, seq: Sequence) -> None:
+        """After a step: `seq`'s newly computed tokens may fill blocks worth caching."""
+        self.kv.on_tokens_computed(seq)
+
     # ---------------------------------------------------------------- ordering
     def order_key(self, seq: Sequence, now: float) -> tuple:
-        """Sort key: smaller runs first. See the module docstring for the policies."""
-        waited = max(0.0, now - seq.arrival_time)
-        if self.config.policy == "priority":
-            effective = seq.priority - self.config.aging_rate * waited
-            return (effective, seq.arrival_time, seq.admission_order)
-        if self.config.policy == "shortest":
-            remaining = (seq.num_uncomputed_tokens
-                         + seq.params.max_tokens - seq.num_output_tokens)
-            return (remaining - self.config.aging_rate * waited, seq.arrival_time,
-                    seq.admission_order)
-        return (seq.arrival_time, seq.admission_order)
+        """Sort key of the configured policy (`policies.py`): smaller runs first."""
+        return POLICIES[self.config.policy](seq, now, self.config.aging_rate)
 
     def ordered_waiting(self, now: float) -> list[Sequence]:
         return sorted(self.waiting, key=lambda s: self.order_key(s, now))

@@ -28,7 +28,7 @@ long prompt never stops the decoders — it only shares the step with them.
 
 from __future__ import annotations
 
-from minillm.scheduler import Scheduler, SchedulerOutput, ScheduledSequence, scheduled_row
+from minillm.scheduler.base import Scheduler, SchedulerOutput, ScheduledSequence, scheduled_row
 from minillm.sequence import Sequence, SequenceStatus
 
 

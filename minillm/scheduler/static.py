@@ -17,12 +17,13 @@ The waste this causes is exactly what the Trace measures and the lessons draw.
 
 from __future__ import annotations
 
-from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
+from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 from minillm.sequence import Sequence, SequenceStatus
 
 
 class StaticScheduler(Scheduler):
     name = "static"
+    kv_layout = "contiguous"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -44,8 +45,7 @@ class StaticScheduler(Scheduler):
         for seq in self.ordered_waiting(now):
             if len(self.batch) >= self.config.max_num_seqs:
                 break
-            worst_case = min(seq.max_total_tokens, self.config.max_model_len)
-            if not self.kv.reserve_contiguous(seq, worst_case):
+            if not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
                 break                       # FCFS: the head waits for the next batch
             self._start_running(seq, now)
             self.batch.append(seq)

@@ -24,30 +24,29 @@ half-solutions, so each failure mode can be measured on its own:
   well while the batch is full, then the blocks freed by early finishers stay free
   while the queue waits for the straggler.
 
-`make_variant_engine` / `simulate_variant` build a simulated engine with any of the
-four (the simulator's `make_sim_engine` takes only the built-in names).
+All four are in the `SCHEDULERS` registry (`minillm/scheduler/__init__.py`) under their
+2×2 names, so `LLM(scheduling="static+paged")` and `simulate(..., scheduling=...)` run any
+of them.
 """
 
 from __future__ import annotations
 
-from minillm.continuous_scheduler import ContinuousScheduler
-from minillm.scheduler import SchedulerOutput, scheduled_row
-from minillm.simulate import add_workload, make_sim_engine, run_to_completion
-from minillm.static_scheduler import StaticScheduler
-from minillm.trace import Trace
+from minillm.scheduler.base import SchedulerOutput, scheduled_row
+from minillm.scheduler.continuous import ContinuousScheduler
 
 
 class ReservingContinuousScheduler(ContinuousScheduler):
     """Continuous batching on a contiguous KV reservation (vLLM paper: "Orca (Max)")."""
 
     name = "continuous+contiguous"
+    kv_layout = "contiguous"
 
     def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
         for seq in self.ordered_waiting(now):
             if len(self.running) >= self.config.max_num_seqs:
                 break
             num_new = seq.num_uncomputed_tokens
-            if num_new > budget or not self.kv.reserve_contiguous(seq):
+            if num_new > budget or not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
                 break                     # FCFS: the head waits; nobody jumps the queue
             self._start_running(seq, now)
             out.scheduled.append(scheduled_row(seq, num_new))
@@ -65,33 +64,3 @@ class PagedStaticScheduler(ContinuousScheduler):
         if self.running:                  # the batch in flight must finish first
             return
         super()._admit_waiting(out, now, budget)
-
-
-VARIANTS = {
-    "static+contiguous": StaticScheduler,
-    "continuous+contiguous": ReservingContinuousScheduler,
-    "static+paged": PagedStaticScheduler,
-    "continuous+paged": ContinuousScheduler,
-}
-
-
-def make_variant_engine(variant: str, **engine_kwargs):
-    """A simulated engine (`make_sim_engine` keywords) running one of the `VARIANTS`."""
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {tuple(VARIANTS)}, got {variant!r}")
-    if "scheduling" in engine_kwargs:
-        raise TypeError("pass the variant instead of scheduling=")
-    engine = make_sim_engine("continuous", **engine_kwargs)
-    built = engine.scheduler
-    engine.scheduler = VARIANTS[variant](built.config, built.kv)
-    engine.config["scheduling"] = variant
-    engine.trace = Trace(config=engine.config)
-    return engine
-
-
-def simulate_variant(workload, variant: str, max_steps: int | None = None,
-                     **engine_kwargs) -> Trace:
-    """Run `workload` on the simulator under one of the four variants; return the Trace."""
-    engine = make_variant_engine(variant, **engine_kwargs)
-    add_workload(engine, workload)
-    return run_to_completion(engine, max_steps)

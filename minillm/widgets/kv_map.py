@@ -1,7 +1,7 @@
 """KV block map: where the KV cache's memory goes, contiguous vs paged, step by step.
 
     KVBlockMap()                                   # simulator: static+contiguous vs continuous+paged
-    KVBlockMap(left="continuous+contiguous")       # any of the four `kv_variants`
+    KVBlockMap(left="continuous+contiguous")       # any of the four `scheduler.VARIANTS`
     KVBlockMap(runs={"static": run_a, "paged": run_b})   # recorded real runs (see below)
     KVBlockMap(runs={"static": llm.trace})         # a bare Trace: a logical layout
 
@@ -43,8 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minillm.block_manager import cdiv
-from minillm.kv_variants import VARIANTS, make_variant_engine
+from minillm.kv_cache import cdiv
+from minillm.scheduler import VARIANTS
+from minillm.simulate import make_sim_engine
 from minillm.metrics import generated_tokens, kv_utilization
 from minillm.simulate import add_workload, run_to_completion
 from minillm.trace import Trace
@@ -186,8 +187,8 @@ def default_workload(num_requests: int = 32, max_tokens: int = 256, seed: int = 
 
 
 def simulate_block_map(workload: list[RequestSpec], variant: str, **engine_kwargs) -> BlockMapRun:
-    """Simulate one of the four `kv_variants` and record its block map."""
-    engine = make_variant_engine(variant, **engine_kwargs)
+    """Simulate one of the four `scheduler.VARIANTS` and record its block map."""
+    engine = make_sim_engine(variant, **engine_kwargs)
     add_workload(engine, workload)
     with BlockMapRecorder(engine) as recorder:
         run_to_completion(engine, max_steps=100_000)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from minillm.block_manager import cdiv
+from minillm.kv_cache import cdiv
 from minillm.trace import Trace
 from minillm.widgets.style import COLORS
 

@@ -24,7 +24,7 @@ def test_kv_bytes_per_token(ex):
 def test_kv_bytes_agree_with_the_engine(ex):
     import torch
 
-    from minillm.kv_cache import kv_bytes_per_token
+    from minillm.kv_cache.tensors import kv_bytes_per_token
     assert ex.kv_bytes_per_token(30, 3, 64, 2) == kv_bytes_per_token(30, 3, 64, torch.bfloat16)
 
 

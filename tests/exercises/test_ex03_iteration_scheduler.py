@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.block_manager import KVCacheManager
+from minillm.kv_cache import KVCacheManager
 from minillm.model_loader import build_tiny_llama
 from minillm.scheduler import SchedulerConfig
 from minillm.sequence import Sequence

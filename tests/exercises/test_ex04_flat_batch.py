@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from minillm.attention import TorchAttention, attend_per_sequence, write_kv
-from minillm.attention_metadata import build_attention_metadata
+from minillm.flat_batch import build_attention_metadata
 from minillm.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import SchedulerOutput, scheduled_row
@@ -132,7 +132,7 @@ def test_attention_chunk_offsets_and_gqa(ex):
 
 def test_your_flat_batch_runs_the_model(ex):
     """Two steps of the tiny Llama fed with YOUR metadata give transformers' logits."""
-    from minillm.kv_cache import allocate_kv_cache
+    from minillm.kv_cache.tensors import allocate_kv_cache
     from minillm.model import LlamaModel
     from minillm.model_loader import build_tiny_llama
     hf = build_tiny_llama(seed=0)

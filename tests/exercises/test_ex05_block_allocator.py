@@ -75,7 +75,7 @@ def test_block_table_on_demand(ex):
 
 
 def test_slot_mapping(ex):
-    from minillm.block_manager import KVCacheManager
+    from minillm.kv_cache import KVCacheManager
     from minillm.sampling_params import SamplingParams
     from minillm.sequence import Sequence
 

@@ -79,7 +79,7 @@ def exercise_run(tiny):
 
 def test_decodes_first_then_chunks(ex):
     """One schedule() call on hand-made state: the plan's order and sizes."""
-    from minillm.block_manager import KVCacheManager
+    from minillm.kv_cache import KVCacheManager
     from minillm.sampling_params import SamplingParams
     from minillm.scheduler import SchedulerConfig
     from minillm.sequence import Sequence, SequenceStatus

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
-from minillm.block_manager import KVCacheManager
+from minillm.kv_cache import KVCacheManager
 from minillm.model_loader import build_tiny_llama
 from minillm.scheduler import SchedulerConfig
 from minillm.sequence import Sequence

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import SamplingParams
-from minillm.block_manager import KVCacheManager
-from minillm.prefix_cache import block_hashes as minillm_block_hashes
+from minillm.kv_cache import KVCacheManager
+from minillm.kv_cache.prefix_cache import block_hashes as minillm_block_hashes
 from minillm.sequence import Sequence
 from minillm.simulate import make_sim_engine, run_to_completion
 

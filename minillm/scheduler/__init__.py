@@ -1,0 +1,55 @@
+"""Schedulers: which sequences run this step, and how many tokens each.
+
+* `base.py`       — `Scheduler` (queues, limits, admission checks, preemption) and the
+                    plan it hands out (`SchedulerOutput`, `ScheduledSequence`)
+* `policies.py`   — the ordering policies: "fcfs", "priority" (+ aging), "shortest"
+* `static.py`     — `StaticScheduler`: request-level batches on contiguous KV (静态批处理)
+* `continuous.py` — `ContinuousScheduler`: iteration-level, paged KV, optional chunked
+                    prefill (连续批处理 / 分块预填充)
+* `variants.py`   — the other two corners of batching × memory: continuous batching on a
+                    contiguous reservation, and static batches on paged blocks
+
+Schedulers are pure Python and deterministic, so the same code drives the real model,
+the simulator and the property tests. A new scheduler is one new file (a `Scheduler`
+subclass) plus one line in `SCHEDULERS`; `LLM(scheduling=...)` and the simulator also
+take a `Scheduler` subclass directly (the exercises plug in that way).
+"""
+
+from minillm.scheduler.base import (PREEMPTION_MODES, ScheduledSequence, Scheduler,
+                                    SchedulerConfig, SchedulerOutput, scheduled_row)
+from minillm.scheduler.continuous import ContinuousScheduler
+from minillm.scheduler.policies import POLICIES
+from minillm.scheduler.static import StaticScheduler
+from minillm.scheduler.variants import PagedStaticScheduler, ReservingContinuousScheduler
+
+SCHEDULERS = {
+    "continuous": ContinuousScheduler,
+    "static": StaticScheduler,
+    "continuous+contiguous": ReservingContinuousScheduler,
+    "static+paged": PagedStaticScheduler,
+}
+
+# batching (time) × KV memory (space): the four corners lesson 05 compares
+VARIANTS = {
+    "static+contiguous": StaticScheduler,
+    "continuous+contiguous": ReservingContinuousScheduler,
+    "static+paged": PagedStaticScheduler,
+    "continuous+paged": ContinuousScheduler,
+}
+
+
+def resolve_scheduler(scheduling) -> type[Scheduler]:
+    """A name of `SCHEDULERS` or `VARIANTS`, or your own `Scheduler` subclass → the class."""
+    if isinstance(scheduling, type) and issubclass(scheduling, Scheduler):
+        return scheduling
+    names = {**SCHEDULERS, **VARIANTS}
+    if not isinstance(scheduling, str) or scheduling not in names:
+        raise ValueError(f"scheduling must be one of {tuple(names)} or a Scheduler "
+                         f"subclass, got {scheduling!r}")
+    return names[scheduling]
+
+
+__all__ = ["POLICIES", "PREEMPTION_MODES", "SCHEDULERS", "VARIANTS", "ContinuousScheduler",
+           "PagedStaticScheduler", "ReservingContinuousScheduler", "ScheduledSequence",
+           "Scheduler", "SchedulerConfig", "SchedulerOutput", "StaticScheduler",
+           "resolve_scheduler", "scheduled_row"]
