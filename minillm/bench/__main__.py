@@ -61,6 +61,10 @@ def parse_args(argv=None) -> BenchConfig:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":          # the load generator for OpenAI-compatible servers
+        from minillm.bench.serve import main as serve
+        return serve(argv[1:])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = parse_args(argv)
     from minillm.bench.run import run_bench

@@ -185,6 +185,18 @@ class AsyncEngine:
         self._aborts.setdefault(request_id, self.num_steps)
         self._wake.set()
 
+    async def drain(self, timeout: float) -> bool:
+        """Refuse new requests, let those in flight finish for up to `timeout` s.
+
+        True if everything finished. The loop stops by itself once the engine is idle.
+        """
+        self._closing = True
+        self._wake.set()
+        if self._task is None:
+            return True
+        done, _ = await asyncio.wait({self._task}, timeout=timeout)
+        return bool(done)
+
     async def shutdown(self) -> None:
         """Fail what is still in flight, let the current step finish, stop the loop."""
         self._closing = True
@@ -238,6 +250,9 @@ class AsyncEngine:
         admitted = 0
         for a in self._admissions:
             if a.future.done():                        # its client gave up waiting
+                continue
+            if self._closing:
+                a.future.set_exception(EngineDeadError("the server is shutting down"))
                 continue
             try:
                 self.engine.add_request(a.request_id, a.prompt, a.params, priority=a.priority)

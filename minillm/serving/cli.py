@@ -5,15 +5,17 @@
 
 The first stdout line is `minillm serve: listening on http://HOST:PORT` (what
 `launcher.ServerProcess` waits for); `/health` answers 200 once the engine loop runs.
-SIGINT / SIGTERM (Ctrl-C, `kill`): uvicorn stops accepting connections, lets running
-responses finish for up to `--graceful-shutdown-timeout` seconds, cancels the rest (each
-cancelled stream aborts its request), then the engine loop stops and the process exits.
+SIGINT / SIGTERM (Ctrl-C, `kill`): new requests get 503, running ones have
+`--graceful-shutdown-timeout` seconds to finish, the rest are aborted (their clients get
+an error event and `data: [DONE]`), then uvicorn closes the connections and the
+process exits with status 0.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 
@@ -39,6 +41,27 @@ def warm_up(engine) -> None:
                        SamplingParams(temperature=0.0, max_tokens=2))
     while engine.has_unfinished_requests():
         engine.step()
+
+
+def serving_class():
+    """uvicorn's Server, with the engine drained before connections are closed."""
+    import uvicorn
+
+    class EngineServer(uvicorn.Server):
+        """On SIGINT/SIGTERM: refuse new requests (503), give running ones `grace` s to
+        finish, fail the rest (each client gets an error event and `[DONE]`), and only
+        then let uvicorn close the connections — so no stream is cut off mid-chunk."""
+
+        def __init__(self, config, engine_loop, grace: float):
+            super().__init__(config)
+            self.engine_loop, self.grace = engine_loop, grace
+
+        async def shutdown(self, sockets=None):
+            await self.engine_loop.drain(self.grace)
+            await self.engine_loop.shutdown()
+            await super().shutdown(sockets)
+
+    return EngineServer
 
 
 def build_server(args):
@@ -68,7 +91,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         sock = bind(args.host, args.port)
-        app, _ = build_server(args)
+        app, engine_loop = build_server(args)
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -77,8 +100,23 @@ def main(argv=None) -> int:
           f"(model {args.served_model_name!r})", flush=True)
     config = uvicorn.Config(app, log_level=args.uvicorn_log_level, lifespan="on",
                             timeout_graceful_shutdown=args.graceful_shutdown_timeout)
-    uvicorn.Server(config).run(sockets=[sock])
+    # uvicorn catches SIGINT/SIGTERM, shuts down gracefully, then re-raises the signal
+    # to the handler that was there before: ours ends `run` quietly with exit code 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stopped_by_signal)
+    try:
+        serving_class()(config, engine_loop, args.graceful_shutdown_timeout).run(sockets=[sock])
+    except StoppedBySignal:
+        pass
     return 0
+
+
+class StoppedBySignal(Exception):
+    """The graceful shutdown after SIGINT/SIGTERM is complete."""
+
+
+def _stopped_by_signal(signum, frame):
+    raise StoppedBySignal(signum)
 
 
 if __name__ == "__main__":

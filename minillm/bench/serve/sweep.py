@@ -1,0 +1,24 @@
+"""Run one workload at several request rates against one server; summarize each rate."""
+
+from __future__ import annotations
+
+import asyncio
+
+from minillm.bench.serve.load import run_load
+from minillm.bench.serve.results import summarize
+from minillm.bench.serve.workload import offsets
+
+
+def run_rate(base_url: str, bodies: list[dict], rate: float, *, seed: int = 0,
+             slos: dict | None = None, percentiles=(50, 90, 99), **load_kwargs):
+    """→ (summary dict with "request_rate", the per-request results)."""
+    results, duration = asyncio.run(run_load(base_url, bodies, offsets(len(bodies), rate, seed),
+                                             **load_kwargs))
+    summary = summarize(results, duration, percentiles, slos)
+    summary["request_rate"] = rate
+    return summary, results
+
+
+def run_sweep(base_url: str, bodies: list[dict], rates, **kwargs) -> list[dict]:
+    """The same requests at each rate, in the order given."""
+    return [run_rate(base_url, bodies, rate, **kwargs)[0] for rate in rates]
