@@ -28,26 +28,12 @@ import torch
 from minillm.attention import make_attention_backend
 from minillm.checks import check_bool, check_int
 from minillm.config import EngineConfig, build_engine, dtype_name
+from minillm.device import resolve_device, resolve_dtype
 from minillm.kv_cache.tensors import allocate_kv_cache, kv_bytes_per_token
 from minillm.model import LlamaModel
 from minillm.model_loader import load_model_and_tokenizer
 from minillm.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """CUDA when available, CPU otherwise; an explicit argument wins."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but torch sees no CUDA GPU; use 'cpu'")
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {str(device)!r}")
-    return device
 
 
 def resolve_backend(name: str, device: torch.device) -> str:
@@ -218,11 +204,10 @@ def _conversations(messages) -> list[list[dict]]:
 
 
 def _torch_dtype(name, device: torch.device) -> torch.dtype:
-    """'float32' | 'bfloat16' | 'float16' | None (bf16 on CUDA, fp32 on CPU)."""
+    """'float32' | 'bfloat16' | 'float16' | None: minillm/device.py decides (bf16 on a GPU
+    that has it, fp16 with a warning on one that does not, fp32 on CPU)."""
     name = dtype_name(name) if name is not None else None
-    if name is None:
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, name)
+    return resolve_dtype(name, device)
 
 
 def eos_token_ids(hf_model, tokenizer) -> tuple[int, ...]:

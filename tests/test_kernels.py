@@ -49,6 +49,8 @@ pytestmark = [
 ]
 
 ON_CUDA = torch.cuda.is_available()
+# bf16 arithmetic needs compute capability 8.0 (minillm/device.py); older GPUs run fp16.
+ON_BF16_GPU = ON_CUDA and torch.cuda.get_device_capability() >= (8, 0)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Max-abs-error tolerances, kernel vs reference. Both see the *same* rounded inputs and
@@ -70,9 +72,11 @@ def device() -> torch.device:
 
 
 def dtypes_for_device():
-    """fp32 and fp16 everywhere; bf16 attention only on CUDA (the interpreter's tl.dot
-    cannot do bf16, see kernels/_checks.py; test_bf16_attention_refused_by_interpreter)."""
-    gpu_only = pytest.mark.skipif(not ON_CUDA, reason="bf16 attention needs a GPU (interpreter tl.dot)")
+    """fp32 and fp16 everywhere; bf16 attention only on a GPU with bf16 (the interpreter's
+    tl.dot cannot do bf16, see kernels/_checks.py; test_bf16_attention_refused_by_interpreter;
+    a GPU below compute capability 8.0 has no bf16 and the engine runs fp16 there)."""
+    gpu_only = pytest.mark.skipif(not ON_BF16_GPU, reason="bf16 attention needs a GPU with bf16 "
+                                  "(compute capability >= 8.0; the interpreter's tl.dot has none)")
     return [torch.float32, torch.float16, pytest.param(torch.bfloat16, marks=gpu_only)]
 
 
