@@ -182,6 +182,8 @@ async def stream_events(stream, shape: ResponseShape):
             if not delta and not output.finished:
                 continue                       # half a character: wait for the next token
             reason = completion.finish_reason if output.finished else None
+            if reason == "error":                  # the engine failed on this request alone
+                raise RequestFailed("the engine failed while generating this request")
             yield sse(shape.chunk(delta, completion.token_ids[num_sent_tokens:], reason, first))
             sent_text, num_sent_tokens, first = sent_text + delta, len(completion.token_ids), False
     except (RequestFailed, EngineDeadError) as error:
@@ -220,4 +222,6 @@ async def full_answer(request: Request, stream, shape: ResponseShape):
     except (RequestFailed, EngineDeadError) as error:
         raise APIError(500, str(error)) from None
     completion = final.outputs[0]
+    if completion.finish_reason == "error":
+        raise APIError(500, "the engine failed while generating this request")
     return JSONResponse(shape.full(completion.text, completion.token_ids, completion.finish_reason))

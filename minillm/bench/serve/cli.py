@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"))
     p.add_argument("--max-num-seqs", type=int, default=16, help="--compare-offline engines")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="--compare-offline: alternating offline/server rounds")
     p.add_argument("--vllm-python", default=os.environ.get("MINILLM_VLLM_PYTHON"),
                    help="--compare-offline: also drive `vllm serve` from this virtualenv")
     p.add_argument("--out", default="bench-results")
