@@ -43,6 +43,30 @@ def pytest_addoption(parser):
                      help="grade the exercise tests against the learner's stubs or the "
                           "solutions (default: solutions in the suite; the grading "
                           "command sets exercises)")
+    engine = parser.getgroup("engine", "where the oracle tests run the engine "
+                                       "(scripts/gpu_check.sh sets cuda, triton, float32)")
+    engine.addoption("--engine-device", choices=("cpu", "cuda"), default=None,
+                     help="device of the engine under test (default: the engine's own choice)")
+    engine.addoption("--engine-backend", choices=("torch", "triton", "reference"), default=None,
+                     help="attention backend (default: auto, triton on CUDA, torch on CPU)")
+    engine.addoption("--engine-dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                     help="engine dtype (default: auto); transformers, the oracle, runs in "
+                          "float32, so exact greedy agreement is expected in float32 only")
+
+
+@pytest.fixture(scope="session")
+def engine_options(request) -> dict:
+    """`LLM` keyword arguments from `--engine-device/--engine-backend/--engine-dtype`.
+
+    Empty unless given, so the oracle tests run wherever the engine would by default.
+    `{"device": "cuda", "attention_backend": "triton", "dtype": "float32"}` checks the
+    Triton kernels on a GPU against transformers on the CPU.
+    """
+    dtype = request.config.getoption("--engine-dtype")
+    chosen = {"device": request.config.getoption("--engine-device"),
+              "attention_backend": request.config.getoption("--engine-backend"),
+              "dtype": getattr(torch, dtype) if dtype else None}
+    return {key: value for key, value in chosen.items() if value is not None}
 
 
 def pytest_configure(config):

@@ -6,6 +6,12 @@ caching: whatever the engine does, each request must get exactly the tokens it w
 get alone. A difference is
 tolerated only at a numerical near-tie (transformers' top-2 logit gap < 1e-3 at the
 first differing position) — such cases are counted and printed.
+
+Where the engine runs is the engine's own default (the CPU and the torch backend on a
+machine without a GPU) unless pytest is given `--engine-device`, `--engine-backend`,
+`--engine-dtype` (tests/conftest.py): `scripts/gpu_check.sh` runs this file with
+`--engine-device cuda --engine-backend triton --engine-dtype float32`, the Triton kernels
+on a GPU against transformers on the CPU.
 """
 
 from __future__ import annotations
@@ -53,17 +59,21 @@ def oracle(smollm2):
 
 @pytest.mark.model
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_greedy_tokens_equal_transformers(name, smollm2, oracle):
+def test_greedy_tokens_equal_transformers(name, smollm2, oracle, engine_options):
     hf, tokenizer = smollm2
     prompts, refs = oracle
-    llm = LLM(hf, tokenizer=tokenizer, **{"max_num_seqs": 8, **CONFIGS[name]})
+    llm = LLM(hf, tokenizer=tokenizer, **{"max_num_seqs": 8, **CONFIGS[name], **engine_options})
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in MAX_TOKENS]
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    config = llm.trace.config
+    for key, value in engine_options.items():     # the --engine-* options took effect
+        assert config[key] == str(value).replace("torch.", ""), (key, config[key])
 
     verdicts = [compare_with_ties(o.outputs[0].token_ids, ref, gaps)
                 for o, (ref, gaps) in zip(outs, refs)]
     preemptions = sum(len(s.preempted) for s in llm.trace.steps)
-    print(f"{name}: {verdicts.count('equal')} equal, {verdicts.count('near-tie')} near-ties, "
+    print(f"{name} on {config['device']}/{config['attention_backend']}/{config['dtype']}: "
+          f"{verdicts.count('equal')} equal, {verdicts.count('near-tie')} near-ties, "
           f"{preemptions} preemptions, {len(llm.trace.steps)} steps")
     assert "mismatch" not in verdicts, verdicts
     assert verdicts.count("equal") >= len(verdicts) - 1
