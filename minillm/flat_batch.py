@@ -1,8 +1,20 @@
-"""What attention needs to know about one step's flat batch.
+"""One step's flat batch: the scheduler's plan laid out as `T` tokens end to end.
 
 Selective batching (选择性批处理) concatenates every scheduled sequence's new tokens into
-one flat list of `T` tokens. Linear layers, norms and the MLP do not care which
-sequence a row belongs to; attention does. This object tells it:
+one flat list of `T` tokens — no padding. Linear layers, norms and the MLP do not care
+which sequence a row belongs to; attention does. `build_flat_batch(plan)` returns a
+`FlatBatch`:
+
+    input_ids      [T]    the tokens
+    positions      [T]    each token's position in its own sequence (for RoPE)
+    logits_indices [S]    rows whose logits we need: the last row of each sequence
+                          that finishes its known tokens this step (it samples), then
+                          every row of speculative guesses; a prefill chunk that stops
+                          mid-prompt samples nothing
+    meta                  what attention needs (`AttentionMetadata`, below)
+
+Logits are computed only at `logits_indices` — for a 500-token prompt that is 1 row of
+the 49,152-wide vocabulary projection instead of 500. `AttentionMetadata` holds:
 
     query_start_loc [B+1]  where each sequence's rows start in the flat batch
                            (cumulative query lengths, "cu_seqlens"): sequence b owns
@@ -28,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+
+from minillm.kv_cache.allocator import slot_of
 
 
 @dataclass
@@ -78,3 +92,43 @@ def build_attention_metadata(query_lens: list[int], seq_lens: list[int],
         seq_lens_list=list(seq_lens),
         block_size=block_size,
     )
+
+
+@dataclass
+class FlatBatch:
+    input_ids: torch.Tensor          # [T] long
+    positions: torch.Tensor          # [T] long
+    logits_indices: torch.Tensor     # [S] long: sampling rows first, then speculative rows
+    meta: AttentionMetadata
+    sampling_rows: list[int]         # plan rows that sample one token (in logits order)
+    speculating_rows: list[int]      # plan rows that verify speculative guesses
+
+
+def build_flat_batch(plan, block_size: int, device: torch.device) -> FlatBatch:
+    """The flat batch of a `SchedulerOutput`: Python lists first, each tensor made once."""
+    input_ids, positions, slot_mapping = [], [], []
+    query_lens, seq_lens, block_tables = [], [], []
+    sampled_at, speculated_at = [], []            # flat rows whose logits we need
+    sampling_rows, speculating_rows = [], []      # their plan rows
+    for row, item in enumerate(plan.scheduled):
+        seq, start = item.seq, item.seq.num_computed_tokens
+        end = start + item.num_new_tokens
+        input_ids.extend(seq.token_ids_between(start, end))
+        positions.extend(range(start, end))
+        slot_mapping.extend(slot_of(seq.block_table, p, block_size) for p in range(start, end))
+        query_lens.append(item.num_new_tokens)
+        seq_lens.append(end)
+        block_tables.append(seq.block_table)
+        if item.num_drafts:       # logits at the newest real token and every guess
+            speculated_at.extend(range(len(input_ids) - item.num_drafts - 1, len(input_ids)))
+            speculating_rows.append(row)
+        elif item.samples:
+            sampled_at.append(len(input_ids) - 1)
+            sampling_rows.append(row)
+    meta = build_attention_metadata(query_lens, seq_lens, block_tables, slot_mapping,
+                                    block_size, device)
+    return FlatBatch(
+        input_ids=torch.tensor(input_ids, dtype=torch.long, device=device),
+        positions=torch.tensor(positions, dtype=torch.long, device=device),
+        logits_indices=torch.tensor(sampled_at + speculated_at, dtype=torch.long, device=device),
+        meta=meta, sampling_rows=sampling_rows, speculating_rows=speculating_rows)

@@ -1,6 +1,6 @@
 """minillm's own Llama-family forward pass, on the flat token layout.
 
-Input is one step's flat batch (see `attention_metadata.py`): `T` tokens from many
+Input is one step's flat batch (see `flat_batch.py`): `T` tokens from many
 sequences side by side, no padding. Every op except attention is **token-wise** — it
 treats each of the `T` rows on its own — so it runs on the whole flat batch at once:
 
@@ -19,15 +19,13 @@ Details that matter for exactness against transformers:
   matmul reads the input once (weights are concatenated when loading).
 * Embeddings may be tied: `lm_head` reuses the embedding matrix.
 
-Speed (see minillm/PERFORMANCE.md for what each step bought, measured):
+Speed (`minillm/PERFORMANCE.md` says what each trick bought, and how it was measured):
 
 * RoPE's cos/sin rows are looked up **once per step**, not once per layer, and
   queries and keys are rotated **together** (they sit side by side in the fused QKV
   output).
 * On CPU every weight matrix is also kept **pre-packed** in oneDNN's blocked layout
-  (`PackedWeight`): the same products, but arranged for the vector units, so a
-  16-row matmul runs ~1.8× faster in fp32 than the default BLAS call on this
-  machine. It costs a second copy of the weights in memory.
+  (`packed_linear.py`): the same products, arranged for the vector units.
 
 Weights are copied from a transformers `LlamaForCausalLM`; the code is ours.
 """
@@ -39,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from minillm.flat_batch import AttentionMetadata
-
-SUPPORTED_MODEL_TYPES = ("llama",)
+from minillm.model_loader import check_llama_config
+from minillm.packed_linear import Linear, PackedWeight, linear
 
 
 class RMSNorm(nn.Module):
@@ -82,59 +80,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     return x * cos + rotated * sin
-
-
-class PackedWeight:
-    """A copy of a weight matrix [out, in] in oneDNN's blocked ("packed") layout.
-
-    `F.linear` hands an fp32 matmul to the BLAS library (MKL), whose kernel for a
-    handful of rows times a large matrix leaves much of this CPU's vector units idle.
-    oneDNN can instead re-arrange the weight *once*, in tiles matching its AVX-512
-    kernels, and then multiply any number of rows by it. Same products, different
-    summation order: results agree with `F.linear` to float rounding (~1e-6 relative).
-
-    The copy remembers which tensor it was made from: if the weight is replaced or
-    modified in place, `matches` turns False and `linear` falls back to `F.linear`.
-    """
-
-    ROWS_HINT = 16          # oneDNN picks the tiling for about this many rows
-
-    def __init__(self, weight: torch.Tensor):
-        self.source = _identity(weight)
-        self.data = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.ROWS_HINT)
-
-    def matches(self, weight: torch.Tensor) -> bool:
-        return _identity(weight) == self.source
-
-    @staticmethod
-    def supported(weight: torch.Tensor) -> bool:
-        return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
-                and torch.backends.mkldnn.is_available()
-                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-
-
-def _identity(weight: torch.Tensor) -> tuple:
-    return weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape)
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           packed: PackedWeight | None = None) -> torch.Tensor:
-    """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], through the packed copy if valid."""
-    if packed is not None and packed.matches(weight):
-        return torch.ops.mkldnn._linear_pointwise(x, packed.data, bias, "none", [], "")
-    return F.linear(x, weight, bias)
-
-
-class Linear(nn.Linear):
-    """`nn.Linear` whose weight can be packed for the CPU (`pack()`; see PackedWeight)."""
-
-    packed: PackedWeight | None = None
-
-    def pack(self) -> None:
-        self.packed = PackedWeight(self.weight) if PackedWeight.supported(self.weight) else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias, self.packed)
 
 
 class Attention(nn.Module):
@@ -192,7 +137,7 @@ class LlamaModel(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        _check_supported(cfg)
+        check_llama_config(cfg)
         self.config = cfg
         self.num_layers = cfg.num_hidden_layers
         self.num_kv_heads = cfg.num_key_value_heads
@@ -287,17 +232,3 @@ def _rope_theta(cfg) -> float:
     if theta is None:
         raise ValueError("model config has no rope_theta")
     return float(theta)
-
-
-def _check_supported(cfg) -> None:
-    model_type = getattr(cfg, "model_type", None)
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"minillm runs Llama-family models (model_type 'llama'), got {model_type!r}")
-    params = getattr(cfg, "rope_parameters", None) or {}
-    rope_type = params.get("rope_type", "default")
-    scaling = getattr(cfg, "rope_scaling", None)
-    if rope_type != "default" or (scaling and scaling.get("rope_type", "default") != "default"):
-        raise ValueError(f"RoPE scaling {rope_type!r} is not supported by minillm's forward; "
-                         "use a model with plain RoPE")
-    if cfg.num_attention_heads % cfg.num_key_value_heads:
-        raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")

@@ -1,19 +1,11 @@
-"""Turning a scheduler's plan into one forward pass (selective batching).
+"""The real model's runner: one scheduler plan → one forward pass → sampled tokens.
 
-For every planned `(sequence, n)` the runner takes the sequence's next `n` tokens and
-lays them end to end into ONE flat batch:
-
-    input_ids      [T]    the tokens
-    positions      [T]    each token's position in its own sequence (for RoPE)
-    slot_mapping   [T]    where each token's K/V goes in the paged cache
-    query_start_loc[B+1], seq_lens[B], block_tables[B, max_blocks]   (attention)
-    logits_indices [S]    rows whose logits we need: the last row of each sequence
-                          that finishes its known tokens this step (it samples);
-                          a prefill chunk that stops mid-prompt samples nothing.
+    execute(plan):  swap copies (preemption by swap) → build_flat_batch(plan)
+                    (`flat_batch.py`, selective batching) → LlamaModel forward, logits
+                    only at the rows that sample → Sampler (or, for speculative rows,
+                    the greedy pick at every guess)
 
 Prefill chunks and decodes mix freely: to the linear layers it is just `T` rows.
-Logits are computed only at `logits_indices` — for a 500-token prompt that is 1 row of
-the 49,152-wide vocabulary projection instead of 500.
 
 Both runners (this one and `SimRunner`) own the engine's clock: `now()` and
 `wait_until()`; the real one reads the wall clock, the simulator keeps its own.
@@ -23,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from minillm.flat_batch import build_attention_metadata
+from minillm.flat_batch import build_flat_batch
 from minillm.engine import Runner, WallClock
 from minillm.scheduler import SchedulerOutput
 from minillm.sampler import Sampler
@@ -54,11 +46,11 @@ class ModelRunner(Runner):
         # swap-outs first: this step may hand the freed blocks to someone else
         self.copy_blocks(plan.swap_out, self.kv_caches, self.swap_caches)
         self.copy_blocks(plan.swap_in, self.swap_caches, self.kv_caches)
-        batch = self.build_batch(plan)
-        logits = self.model(batch["input_ids"], batch["positions"], self.kv_caches,
-                            batch["meta"], batch["logits_indices"], self.backend)  # [S, V]
-        result: list[list[int]] = [[] for _ in plan.scheduled]
-        sampling_rows, speculating_rows = batch["sampling_rows"], batch["speculating_rows"]
+        batch = build_flat_batch(plan, self.block_size, self.device)
+        logits = self.model(batch.input_ids, batch.positions, self.kv_caches, batch.meta,
+                            batch.logits_indices, self.backend)              # [S, V]
+        result: list = [[] for _ in plan.scheduled]
+        sampling_rows, speculating_rows = batch.sampling_rows, batch.speculating_rows
         if sampling_rows:
             seqs = [plan.scheduled[r].seq for r in sampling_rows]
             tokens = self.sampler(logits[:len(sampling_rows)], [s.params for s in seqs],
@@ -85,39 +77,3 @@ class ModelRunner(Runner):
             dst = torch.tensor([b for _, b in mapping], device=dst_k.device)
             dst_k[dst] = src_k[src].to(dst_k.device)     # [n, block_size, Hkv, D]
             dst_v[dst] = src_v[src].to(dst_v.device)
-
-    def build_batch(self, plan: SchedulerOutput) -> dict:
-        """Collect the flat batch as Python lists, then make each tensor once."""
-        input_ids, positions, slot_mapping = [], [], []
-        query_lens, seq_lens, block_tables = [], [], []
-        sampled_at, speculated_at = [], []            # flat rows whose logits we need
-        sampling_rows, speculating_rows = [], []      # their plan rows
-        bs = self.block_size
-        for row, item in enumerate(plan.scheduled):
-            seq, start = item.seq, item.seq.num_computed_tokens
-            end = start + item.num_new_tokens
-            tokens = seq.token_ids_between(start, end)
-            table = seq.block_table
-            input_ids.extend(tokens)
-            positions.extend(range(start, end))
-            slot_mapping.extend(table[p // bs] * bs + p % bs for p in range(start, end))
-            query_lens.append(item.num_new_tokens)
-            seq_lens.append(end)
-            block_tables.append(table)
-            if item.num_drafts:       # logits at the newest real token and every guess
-                speculated_at.extend(range(len(input_ids) - item.num_drafts - 1, len(input_ids)))
-                speculating_rows.append(row)
-            elif item.samples:
-                sampled_at.append(len(input_ids) - 1)
-                sampling_rows.append(row)
-        logits_indices = sampled_at + speculated_at
-        dev = self.device
-        meta = build_attention_metadata(query_lens, seq_lens, block_tables, slot_mapping, bs, dev)
-        return {
-            "input_ids": torch.tensor(input_ids, dtype=torch.long, device=dev),
-            "positions": torch.tensor(positions, dtype=torch.long, device=dev),
-            "meta": meta,
-            "logits_indices": torch.tensor(logits_indices, dtype=torch.long, device=dev),
-            "sampling_rows": sampling_rows,
-            "speculating_rows": speculating_rows,
-        }

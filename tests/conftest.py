@@ -28,7 +28,7 @@ def smollm2_llm(smollm2):
 
 @pytest.fixture
 def tiny_hf():
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 
 GOOD = {"prompt_token_ids": [3, 4, 5]}
 

@@ -19,7 +19,7 @@ from minillm.bench import ab, report, roofline
 from minillm.bench import workloads as wl
 from minillm.bench.engine_runs import check_output_lengths, kv_blocks_for
 from minillm.bench.experiments import Bench, BenchConfig
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 from minillm.trace import RequestRecord, Trace
 from minillm.workload import RequestSpec
 

@@ -36,3 +36,41 @@ def test_generate_command_reports_bad_model_clearly():
                           "no-such-model"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert "smollm2-135m" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("flags,words", [
+    (["--max-tokens", "0"], "--max-tokens must be >= 1"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--temperature", "nan"], "--temperature must be a finite"),
+    (["--attention-backend", "flash"], "--attention-backend must be one of"),
+    (["--model", "no-such-model"], "smollm2-135m"),
+])
+def test_generate_flags_are_checked_before_the_model_loads(tmp_path, flags, words):
+    """An empty model cache: loading would start a ~20 s conversion into it. A bad flag
+    must fail first, leaving the cache untouched."""
+    env = {**__import__("os").environ, "MINILLM_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "minillm", "generate", "hi", *flags],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("flags,words", [
+    (["--max-num-seqs", "0"], "--max-num-seqs: must be >= 1"),
+    (["--threads", "two"], "--threads: 'two' is not an int"),
+    (["--vllm-python", "/nonexistent/python"], "--vllm-python"),
+])
+def test_bench_flags_are_checked_first(flags, words):
+    run = subprocess.run([sys.executable, "-m", "minillm.bench", *flags],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and words in run.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("lesson", ["1x", "123", "02abc", "00", "ex", "2 3"])
+def test_grading_refuses_anything_but_exactly_one_lesson(lesson):
+    run = subprocess.run([sys.executable, "-m", "minillm.grading", lesson],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "is not one lesson" in run.stderr

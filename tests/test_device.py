@@ -15,7 +15,7 @@ import torch
 
 from minillm import LLM, SamplingParams
 from minillm.device import resolve_device, resolve_dtype
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 
 CUDA = torch.device("cuda")
 

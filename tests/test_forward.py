@@ -14,7 +14,7 @@ from minillm.attention import PerSequenceAttention, TorchAttention
 from minillm.flat_batch import build_attention_metadata
 from minillm.kv_cache.tensors import allocate_kv_cache
 from minillm.model import LlamaModel
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 
 # Bounds on max|ours − transformers| / max|transformers' logits|, per sequence: fp32
 # rounding grows with depth, so the bound is relative to the logits' scale and set from

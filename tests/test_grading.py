@@ -23,7 +23,7 @@ def test_every_task_fails_on_the_stub_and_passes_on_the_solution(lesson):
 
 @pytest.mark.unit
 def test_unknown_lesson_is_a_clear_error():
-    with pytest.raises(ValueError, match="has no exercise tests"):
+    with pytest.raises(ValueError, match="is not one lesson with an exercise"):
         exercise_test_file("99")
 
 

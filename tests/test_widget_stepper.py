@@ -81,7 +81,7 @@ def test_play_moves_the_slider_and_steps_answer_fast(monkeypatch):
 
 def test_real_model_trace():
     from minillm import LLM, SamplingParams
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     llm = LLM(build_tiny_llama(seed=0), max_num_seqs=2, block_size=4, num_kv_blocks=16)
     llm.generate([{"prompt_token_ids": [3, 4, 5]}] * 3,
                  [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (2, 5, 3)],

@@ -247,7 +247,8 @@ def peers(bench) -> dict:
 
 def _model_dir(model) -> Path:
     """The Hugging Face folder vLLM should load (the converted cache for a known name)."""
-    from minillm.model_loader import KNOWN_MODELS, model_cache_dir
+    from minillm.model_cache import model_cache_dir
+    from minillm.model_loader import KNOWN_MODELS
     name = str(model)
     return model_cache_dir() / name if name in KNOWN_MODELS else Path(name)
 

@@ -12,6 +12,11 @@ from __future__ import annotations
 import heapq
 
 
+def slot_of(block_table: list[int], position: int, block_size: int) -> int:
+    """The flat cache row of token `position`: its block's first row + its offset there."""
+    return block_table[position // block_size] * block_size + position % block_size
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division: blocks needed for `a` tokens in blocks of `b`."""
     return -(-a // b)

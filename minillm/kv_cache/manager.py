@@ -27,7 +27,7 @@ that is already free is a bug and raises at once.
 
 from __future__ import annotations
 
-from minillm.kv_cache.allocator import BlockAllocator, cdiv
+from minillm.kv_cache.allocator import BlockAllocator, cdiv, slot_of
 from minillm.sequence import Sequence
 
 
@@ -164,5 +164,4 @@ class KVCacheManager:
 
     def slot(self, seq: Sequence, position: int) -> int:
         """The flat cache row of token `position` of `seq`."""
-        block_id = seq.block_table[position // self.block_size]
-        return block_id * self.block_size + position % self.block_size
+        return slot_of(seq.block_table, position, self.block_size)

