@@ -55,7 +55,7 @@ def lab():
         yield session
 
 
-@pytest.mark.parametrize("name", ["working_widget", "broken_widget"])
+@pytest.mark.parametrize("name", ["working_widget", "broken_widget", "dashboard_widget"])
 def test_fixture_notebooks_are_stored_without_outputs(name):
     nb = json.loads((FIXTURES / f"{name}.ipynb").read_text())
     dirty = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
@@ -143,6 +143,21 @@ def test_lesson_widgets_work_in_a_real_browser(lab, lesson):
     print(report.summary())
     assert report.widgets, f"{lesson.name} imports a widget but shows none on the page"
     assert report.ok, report.summary()
+
+
+@pytest.mark.timeout(600)
+def test_the_serving_dashboard_follows_a_live_server(lab):
+    """A real `minillm serve` (started by the notebook's kernel) and its dashboard: the
+    "live" toggle and the "send 8 requests" button each move the numbers and the plot."""
+    report = check_notebook(lab, FIXTURES / "dashboard_widget.ipynb")
+    print(report.summary())
+    assert report.ok, report.summary()
+    (dashboard,) = report.widgets
+    assert dashboard.controls == {"button": 2}
+    live, send = dashboard.actions
+    assert "live" in live.control and "send 8 requests" in send.control
+    for action in (live, send):
+        assert action.readout_changed and action.plot_changed, action
 
 
 @pytest.mark.timeout(300)

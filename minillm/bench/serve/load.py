@@ -16,6 +16,7 @@ Everything is bounded: each request by `request_timeout`, the run by `run_timeou
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import httpx
@@ -63,6 +64,28 @@ async def run_load(base_url: str, payloads: list[dict], offsets: list[float], *,
         else:
             results.append(RequestResult(i, error=f"not finished within {run_timeout:.0f} s"))
     return results, duration
+
+
+def run_load_sync(*args, **kwargs):
+    """`run_load` from ordinary code — also inside Jupyter, whose own event loop is
+    already running in this thread (then the load runs in a helper thread)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_load(*args, **kwargs))
+    outcome = {}
+
+    def in_thread():
+        try:
+            outcome["value"] = asyncio.run(run_load(*args, **kwargs))
+        except BaseException as error:          # re-raised in the caller's thread
+            outcome["error"] = error
+    thread = threading.Thread(target=in_thread, name="load")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _bar(total: int, enabled: bool):

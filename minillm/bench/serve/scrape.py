@@ -31,6 +31,16 @@ class Snapshot:
         """Estimated q-quantile (0 < q < 1) of a histogram; None if it is empty."""
         return histogram_quantile(self.buckets.get(histogram, []), q)
 
+    def since(self, earlier: "Snapshot") -> "Snapshot":
+        """What happened between two scrapes: counters and buckets minus the earlier ones
+        (gauges come out as differences too — read those from `self`)."""
+        values = {k: v - earlier.values.get(k, 0.0) for k, v in self.values.items()}
+        buckets = {}
+        for name, edges in self.buckets.items():
+            before = dict(earlier.buckets.get(name, []))
+            buckets[name] = [(edge, count - before.get(edge, 0.0)) for edge, count in edges]
+        return Snapshot(values, buckets)
+
 
 def parse(text: str) -> Snapshot:
     snap = Snapshot()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from minillm.bench.serve.load import run_load
+from minillm.bench.serve.load import run_load_sync
 from minillm.bench.serve.results import summarize
 from minillm.bench.serve.workload import offsets
 
@@ -12,8 +10,8 @@ from minillm.bench.serve.workload import offsets
 def run_rate(base_url: str, bodies: list[dict], rate: float, *, seed: int = 0,
              slos: dict | None = None, percentiles=(50, 90, 99), **load_kwargs):
     """→ (summary dict with "request_rate", the per-request results)."""
-    results, duration = asyncio.run(run_load(base_url, bodies, offsets(len(bodies), rate, seed),
-                                             **load_kwargs))
+    results, duration = run_load_sync(base_url, bodies, offsets(len(bodies), rate, seed),
+                                      **load_kwargs)
     summary = summarize(results, duration, percentiles, slos)
     summary["request_rate"] = rate
     return summary, results

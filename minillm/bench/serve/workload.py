@@ -10,10 +10,11 @@ request sets `ignore_eos` (a vLLM extension minillm also accepts) and its drawn
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from minillm.workload import RequestSpec, arrival_times, lognormal, make_workload
+from pathlib import Path
 
 import numpy as np
+
+from minillm.workload import RequestSpec, arrival_times, lognormal, make_workload
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,16 @@ def payloads(specs: list[RequestSpec], prompts: list[list[int]], model: str | No
 def load_tokenizer(model: str):
     """The tokenizer of a known minillm model name or a local Hugging Face folder."""
     from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(model_folder(model)), model_folder(model)
 
-    from minillm.bench.peers import _model_dir
-    from minillm.model_loader import load_hf_model
-    folder = _model_dir(model)
+
+def model_folder(model: str) -> Path:
+    """The Hugging Face folder of `model` (for a known name, the converted cache, made
+    once if needed) — what `vllm serve` and the tokenizer load."""
+    from minillm.model_loader import KNOWN_MODELS, load_hf_model, model_cache_dir
+    if str(model) not in KNOWN_MODELS:
+        return Path(model)
+    folder = model_cache_dir() / str(model)
     if not (folder / "config.json").is_file():
-        load_hf_model(model)                     # converts a known model into the cache once
-    return AutoTokenizer.from_pretrained(folder), folder
+        load_hf_model(model)
+    return folder
