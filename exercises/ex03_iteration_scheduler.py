@@ -20,7 +20,7 @@ What the base class `minillm.scheduler.Scheduler` gives you:
     self.running                        sequences in the batch (list)
     self.waiting                        queued sequences (list, unordered)
     self.ordered_waiting(now)           the queue in service order (FCFS: by arrival)
-    self._start_running(seq, now)       move seq from waiting to running (+ timestamps)
+    self.start_running(seq, now)       move seq from waiting to running (+ timestamps)
     self.kv.block_size, self.kv.num_free_blocks
     self.kv.allocate(seq, n)            give seq the blocks its next n tokens need
     scheduled_row(seq, n)               one row of the plan: "run n tokens of seq"
@@ -80,6 +80,6 @@ class IterationScheduler(Scheduler):
            `out.scheduled.append(scheduled_row(seq, n))`;
         3. walk `self.ordered_waiting(now)`; stop at the first request that
            `can_admit` refuses (never skip the head: that would break FCFS). Otherwise
-           `self._start_running(seq, now)`, allocate its prompt's blocks, add its row.
+           `self.start_running(seq, now)`, allocate its prompt's blocks, add its row.
         """
         raise NotImplementedError("Your turn: keep the batch decoding, refill free slots")

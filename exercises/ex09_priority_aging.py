@@ -1,6 +1,6 @@
-"""Lesson 09 — a priority scheduler with aging: urgent work first, nobody starves.
+"""Lesson 09 — priority with aging: urgent work first, nobody starves.
 
-A *priority* scheduler serves the request with the smallest `priority` value first
+A *priority* policy serves the request with the smallest `priority` value first
 (vLLM's rule: lower value = more urgent). On its own that is unfair: while urgent
 requests keep arriving, a low-priority request waits forever — **starvation** (饥饿).
 **Aging** (老化) fixes it: every second a request waits improves its *effective*
@@ -19,51 +19,46 @@ rate. Only requests that arrived within the first (p_old − p_new) / a seconds 
 be served ahead of the old one: that finite set of work is the starvation bound. With
 a = 0 the set is everyone, forever.
 
-Your class changes only the *order*; the rest of minillm's continuous batching (slots,
-token budget, KV blocks, preemption of the last-in-order when memory runs out) stays:
+In minillm a policy is one key function, `key(seq, now, aging_rate) -> tuple` (smaller
+runs first): you write the answer key's own `minillm/scheduler/policies.py::
+effective_priority` and `priority_key`. The scheduler sorts the waiting queue by it and,
+when KV memory runs out, preempts the running sequence with the *largest* key. Your
+function plugs straight into the engine:
 
     from minillm import LLM
-    llm = LLM(model, scheduling=AgingPriorityScheduler, aging_rate=2.0, max_num_seqs=8)
+    llm = LLM(model, policy=priority_key, aging_rate=2.0, max_num_seqs=8)
     llm.generate(prompts, params, priority=[0, 5, 0, ...])
 
-What you have: `self.config.aging_rate` (priority points per second of waiting), and on
-a `Sequence`: `priority` (int, lower = more urgent), `arrival_time` (seconds, engine
-clock), `admission_order` (0, 1, 2, … in the order requests reached the scheduler).
-The engine calls `order_key(seq, now)` to sort the queue before admitting and to pick
-a preemption victim (the *largest* key) when KV memory runs out.
+What a `Sequence` gives you: `priority` (int, lower = more urgent), `arrival_time`
+(seconds, engine clock), `admission_order` (0, 1, 2, … in the order requests reached
+the scheduler).
 
-Your turn: replace each `raise NotImplementedError`, then run the check cell at the
-end of lesson 09 (or `python -m minillm.grading 09`).
+Check: the cell at the end of lesson 09, or `python -m minillm.grading 09`.
 """
 
 from __future__ import annotations
 
 import math  # noqa: F401  (math.inf will be useful)
 
-from minillm.scheduler import ContinuousScheduler
 from minillm.sequence import Sequence
 
 
-class AgingPriorityScheduler(ContinuousScheduler):
-    """Continuous batching ordered by priority with aging (the ordering is yours)."""
+def effective_priority(seq: Sequence, now: float, aging_rate: float) -> float:
+    """The priority `seq` has at time `now`: its own, improved by the time it waited.
 
-    name = "ex09-priority-aging"
+    priority − aging_rate × waited, where waited = now − arrival_time (never < 0).
+    Example: priority 10, aging_rate 2, arrived at t = 1, now = 4 → 10 − 2·3 = 4.
+    """
+    raise NotImplementedError("Your turn: priority minus aging_rate times the time waited")
 
-    def effective_priority(self, seq: Sequence, now: float) -> float:
-        """The priority `seq` has at time `now`: its own, improved by the time it waited.
 
-        priority − aging_rate × waited, where waited = now − arrival_time (never < 0).
-        Example: priority 10, aging_rate 2, arrived at t = 1, now = 4 → 10 − 2·3 = 4.
-        """
-        raise NotImplementedError("Your turn: priority minus aging_rate times the time waited")
+def priority_key(seq: Sequence, now: float, aging_rate: float) -> tuple:
+    """Sort key, smaller runs first: effective priority, then arrival, then admission order.
 
-    def order_key(self, seq: Sequence, now: float) -> tuple:
-        """Sort key, smaller runs first: effective priority, then arrival, then admission order.
-
-        Ties on effective priority go to the earlier arrival (FCFS); `admission_order`
-        breaks exact ties so the order never depends on how Python sorts equal keys.
-        """
-        raise NotImplementedError("Your turn: a tuple (effective priority, arrival_time, admission_order)")
+    Ties on effective priority go to the earlier arrival (FCFS); `admission_order`
+    breaks exact ties so the order never depends on how Python sorts equal keys.
+    """
+    raise NotImplementedError("Your turn: a tuple (effective priority, arrival_time, admission_order)")
 
 
 def overtake_horizon(priority_gap: float, aging_rate: float) -> float:

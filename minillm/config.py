@@ -46,7 +46,7 @@ class EngineConfig:
     kv_cache_memory: int | None = None      # bytes; give this or num_kv_blocks
     enable_chunked_prefill: bool = False
     enable_prefix_caching: bool = False
-    policy: str = "fcfs"
+    policy: object = "fcfs"                 # a name in scheduler.POLICIES, or a key function
     aging_rate: float = 0.0
     preemption_mode: str = "recompute"
     num_swap_blocks: int | None = None
@@ -59,7 +59,8 @@ class EngineConfig:
     record_block_tables: bool = False       # the Trace keeps every step's block tables
 
     def __post_init__(self) -> None:
-        from minillm.scheduler import POLICIES, PREEMPTION_MODES
+        from minillm.scheduler import PREEMPTION_MODES
+        from minillm.scheduler.policies import resolve_policy
         scheduler_cls = self.scheduler_class        # checks `scheduling`
         check_int("max_num_seqs", self.max_num_seqs, 1, hint="it is the number of batch slots")
         for name in ("max_num_batched_tokens", "num_kv_blocks", "kv_cache_memory",
@@ -76,7 +77,7 @@ class EngineConfig:
         check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_bool("record_block_tables", self.record_block_tables)
-        check_choice("policy", self.policy, POLICIES)
+        resolve_policy(self.policy)
         check_number("aging_rate", self.aging_rate, 0.0)
         if self.aging_rate and self.policy == "fcfs" and isinstance(self.scheduling, str):
             # (a Scheduler subclass of your own may read aging_rate in its own order_key)
@@ -178,6 +179,8 @@ class EngineConfig:
         """Plain values for the Trace and JSON (the scheduler by its name)."""
         out = asdict(self)
         out["scheduling"] = self.scheduling_name
+        if callable(self.policy):
+            out["policy"] = getattr(self.policy, "__name__", "custom")
         for key in ("device", "dtype"):
             out[key] = None if out[key] is None else str(out[key]).replace("torch.", "")
         return out

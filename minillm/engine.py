@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import contextlib
 import time
 
 from minillm.checks import check_int, check_number
@@ -248,42 +249,48 @@ class LLMEngine:
     # ------------------------------------------------------------------ the loop
     def step(self) -> list[RequestOutput]:
         """Run one iteration; return outputs of requests that got a token or finished."""
+        with self._stepping():
+            now = self.runner.now()
+            self._admit_arrivals(now)
+            if not self.scheduler.has_unfinished():
+                if not self._pending:
+                    return []
+                self.runner.wait_until(self._pending[0].arrival_time)   # idle until the next arrival
+                now = self.runner.now()
+                self._admit_arrivals(now)
+            outputs = self._propose_drafts(now)
+            plan = self.scheduler.schedule(now)
+            if plan.is_empty:
+                self._check_progress(plan)
+                self._record_step(plan, now, now)
+                return outputs
+            tokens = self.runner.execute(plan)
+            end = self.runner.now()
+            outputs += self._update(plan, tokens, end)
+            self._record_step(plan, now, end)
+            return outputs
+
+    @contextlib.contextmanager
+    def _stepping(self):
+        """While a step runs, `abort_request` only takes note; the aborts apply at the end."""
         self._in_step = True
         try:
-            return self._step()
+            yield
         finally:
             self._in_step = False
             aborts, self._deferred_aborts = self._deferred_aborts, []
             for request_id in aborts:
                 self.abort_request(request_id)
 
-    def _step(self) -> list[RequestOutput]:
-        now = self.runner.now()
-        self._admit_arrivals(now)
-        if not self.scheduler.has_unfinished():
-            if not self._pending:
-                return []
-            self.runner.wait_until(self._pending[0].arrival_time)   # idle until the next arrival
-            now = self.runner.now()
-            self._admit_arrivals(now)
-        outputs = self._propose_drafts(now)
-        plan = self.scheduler.schedule(now)
-        if plan.is_empty:
-            # legal only right after a preemption (nobody joins in that step); an idle
-            # engine that admits nobody would loop forever, so say so instead
-            if not plan.preempted and (self.scheduler.running or self.scheduler.waiting):
-                raise RuntimeError(
-                    f"{type(self.scheduler).__name__}.schedule() returned an empty plan with "
-                    f"{len(self.scheduler.running)} running and {len(self.scheduler.waiting)} "
-                    "waiting requests and no preemption: it must schedule at least one "
-                    "sequence, or the engine would spin forever")
-            self._record_step(plan, now, now)
-            return outputs
-        tokens = self.runner.execute(plan)
-        end = self.runner.now()
-        outputs += self._update(plan, tokens, end)
-        self._record_step(plan, now, end)
-        return outputs
+    def _check_progress(self, plan: SchedulerOutput) -> None:
+        """An empty plan is legal only right after a preemption (nobody joins in that step);
+        an engine that schedules nobody while work waits would loop forever: say so."""
+        if not plan.preempted and (self.scheduler.running or self.scheduler.waiting):
+            raise RuntimeError(
+                f"{type(self.scheduler).__name__}.schedule() returned an empty plan with "
+                f"{len(self.scheduler.running)} running and {len(self.scheduler.waiting)} "
+                "waiting requests and no preemption: it must schedule at least one "
+                "sequence, or the engine would spin forever")
 
     def _propose_drafts(self, now: float) -> list[RequestOutput]:
         """Speculative decoding: guess a few tokens for each greedy decoding sequence."""

@@ -42,7 +42,7 @@ class IterationScheduler(Scheduler):
             if not self.can_admit(seq, len(self.running), budget):
                 break                                        # FCFS: never skip the head
             num_new = seq.num_uncomputed_tokens              # the whole prompt
-            self._start_running(seq, now)
+            self.start_running(seq, now)
             self.kv.allocate(seq, num_new)
             out.scheduled.append(scheduled_row(seq, num_new))
             budget -= num_new

@@ -73,3 +73,27 @@ def test_shared_system_prompt_hits_the_cache():
     cached = [trace.requests[f"r{i}"].num_cached_tokens for i in range(6)]
     assert cached[0] == 0                              # the first one has nothing to reuse
     assert all(c == 20 for c in cached[1:]), cached    # 5 full blocks of the 20-token prefix
+
+
+def test_a_hash_collision_is_a_miss_not_someone_elses_kv(monkeypatch):
+    """Every block made to hash alike: only prompts that really share a prefix may hit,
+    and the answers equal the engine without a prefix cache (tiny real model)."""
+    import minillm.kv_cache.prefix_cache as prefix_cache
+    from minillm import LLM
+    from minillm.tiny_llama import build_tiny_llama
+
+    monkeypatch.setattr(prefix_cache, "hash_block", lambda parent, tokens: 7)
+    tiny = build_tiny_llama(seed=0)
+    shared = list(range(10, 18))
+    prompts = [{"prompt_token_ids": p} for p in
+               (shared + [3, 4], shared + [5, 6, 7], list(range(40, 50)))]
+    params = SamplingParams(temperature=0.0, max_tokens=5)
+    plain = LLM(tiny, block_size=4, num_kv_blocks=32, max_num_seqs=1)
+    cached = LLM(tiny, block_size=4, num_kv_blocks=32, max_num_seqs=1, enable_prefix_caching=True)
+    want = [o.outputs[0].token_ids for o in plain.generate(prompts, params, use_tqdm=False)]
+    got = cached.generate(prompts, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in got] == want
+    hits = [cached.trace.requests[o.request_id].num_cached_tokens for o in got]
+    # the 2nd shares 2 blocks but its 2nd block's entry (same hash) names another parent:
+    # only the 1st block is trusted; the unrelated prompt collided everywhere, and missed
+    assert hits == [0, 4, 0]

@@ -50,6 +50,10 @@ class BlockAllocator:
     def num_used(self) -> int:
         return self.num_blocks - self._num_free
 
+    def ref_count(self, block_id: int) -> int:
+        """How many sequences use `block_id` (0: free)."""
+        return self.ref_counts[block_id]
+
     def is_free(self, block_id: int) -> bool:
         return self.ref_counts[block_id] == 0
 

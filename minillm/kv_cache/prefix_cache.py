@@ -30,40 +30,63 @@ Only *full* blocks are cached (a partial block is still being written).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from minillm.kv_cache.allocator import BlockAllocator
 from minillm.sequence import Sequence
 
 
+def hash_block(parent: int | None, block_tokens: list[int]) -> int:
+    """The chained hash of one full block: hash((parent's hash or None, its tokens))."""
+    return hash((parent, tuple(block_tokens)))
+
+
 def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
-    """Chained hashes of the full blocks of `token_ids`."""
+    """Chained hashes of the full blocks of `token_ids` (a partial last block gets none)."""
     hashes, parent = [], None
     for start in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = hash((parent, tuple(token_ids[start:start + block_size])))
+        parent = hash_block(parent, token_ids[start:start + block_size])
         hashes.append(parent)
     return hashes
+
+
+@dataclass(frozen=True)
+class CachedBlock:
+    """What the cache knows about one full block: where it is, and exactly what it holds."""
+
+    block_id: int
+    parent: int | None               # the previous block's hash (None for the first)
+    tokens: tuple[int, ...]          # its own tokens
 
 
 class PrefixCache:
     def __init__(self, allocator: BlockAllocator, block_size: int):
         self.allocator = allocator
         self.block_size = block_size
-        self.block_of: dict[int, int] = {}      # hash → physical block
-        self.hash_of: dict[int, int] = {}       # physical block → hash
-        self.queried_tokens = 0                 # prompt tokens looked up
-        self.hit_tokens = 0                     # of which were found cached
+        self.entries: dict[int, CachedBlock] = {}   # hash → the cached block
+        self.hash_of: dict[int, int] = {}           # physical block → its hash
+
+    @property
+    def block_of(self) -> dict[int, int]:
+        """hash → physical block id: the table a lookup walks."""
+        return {h: entry.block_id for h, entry in self.entries.items()}
 
     def match(self, seq: Sequence) -> list[int]:
         """Cached blocks for the longest full-block prefix of `seq`'s prompt.
 
         Never covers the last prompt token (it must be recomputed to sample from).
         """
-        usable = (seq.num_prompt_tokens - 1) // self.block_size     # blocks before the last token
-        hits = []
-        for h in block_hashes(seq.prompt_token_ids, self.block_size)[:usable]:
-            block = self.block_of.get(h)
-            if block is None:
+        bs, prompt = self.block_size, seq.prompt_token_ids
+        usable = (seq.num_prompt_tokens - 1) // bs          # blocks before the last token
+        hits, parent = [], None
+        for i, h in enumerate(block_hashes(prompt, bs)[:usable]):
+            entry = self.entries.get(h)
+            # a hash is 64 bits: two different prefixes can share one. The tokens and the
+            # parent decide, so a collision is a miss, never someone else's K/V.
+            if entry is None or entry.parent != parent or entry.tokens != tuple(prompt[i * bs:(i + 1) * bs]):
                 break
-            hits.append(block)
+            hits.append(entry.block_id)
+            parent = h
         return hits
 
     def acquire(self, seq: Sequence) -> int:
@@ -78,8 +101,6 @@ class PrefixCache:
         seq.block_table = list(hits)
         cached = len(hits) * self.block_size
         seq.num_computed_tokens = cached
-        self.queried_tokens += seq.num_prompt_tokens
-        self.hit_tokens += cached
         return cached
 
     def register(self, seq: Sequence) -> None:
@@ -87,18 +108,17 @@ class PrefixCache:
         full = seq.num_computed_tokens // self.block_size
         if full == 0:
             return
-        tokens = seq.all_token_ids[:full * self.block_size]
-        for block, h in zip(seq.block_table[:full], block_hashes(tokens, self.block_size)):
-            if h not in self.block_of and block not in self.hash_of:
-                self.block_of[h] = block
+        bs = self.block_size
+        tokens = seq.all_token_ids[:full * bs]
+        parent = None
+        for i, (block, h) in enumerate(zip(seq.block_table[:full], block_hashes(tokens, bs))):
+            if h not in self.entries and block not in self.hash_of:
+                self.entries[h] = CachedBlock(block, parent, tuple(tokens[i * bs:(i + 1) * bs]))
                 self.hash_of[block] = h
+            parent = h
 
     def evict(self, block: int) -> None:
         """The allocator is reusing `block` for new tokens: forget its old contents."""
         h = self.hash_of.pop(block, None)
         if h is not None:
-            del self.block_of[h]
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.queried_tokens if self.queried_tokens else 0.0
+            del self.entries[h]

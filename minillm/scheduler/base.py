@@ -29,7 +29,7 @@ import abc
 from dataclasses import dataclass, field
 
 from minillm.kv_cache import KVCacheManager, cdiv
-from minillm.scheduler.policies import POLICIES
+from minillm.scheduler.policies import resolve_policy
 from minillm.sequence import Sequence, SequenceStatus
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -50,8 +50,7 @@ class SchedulerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {tuple(POLICIES)}, got {self.policy!r}")
+        resolve_policy(self.policy)
         if self.preemption_mode not in PREEMPTION_MODES:
             raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, "
                              f"got {self.preemption_mode!r}")
@@ -112,6 +111,7 @@ class Scheduler(abc.ABC):
     def __init__(self, config: SchedulerConfig, kv: KVCacheManager):
         self.config = config
         self.kv = kv
+        self._order = resolve_policy(config.policy)      # the policy's key function
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self._next_order = 0
@@ -125,7 +125,7 @@ class Scheduler(abc.ABC):
             raise ValueError(
                 f"prompt has {seq.num_prompt_tokens} tokens but max_model_len is "
                 f"{cfg.max_model_len}: shorten the prompt or raise max_model_len")
-        needed = cdiv(self.worst_case_tokens(seq), self.kv.block_size)
+        needed = self.worst_case_blocks(seq)
         if needed > self.kv.num_blocks:
             raise ValueError(
                 f"this request needs up to {needed} KV blocks "
@@ -138,6 +138,10 @@ class Scheduler(abc.ABC):
                 f"prompt has {seq.num_prompt_tokens} tokens but max_num_batched_tokens is "
                 f"{cfg.max_num_batched_tokens} and chunked prefill is off: raise "
                 f"max_num_batched_tokens or set enable_chunked_prefill=True")
+
+    def worst_case_blocks(self, seq: Sequence) -> int:
+        """KV blocks `seq` can ever need: its worst case, rounded up to whole blocks."""
+        return cdiv(self.worst_case_tokens(seq), self.kv.block_size)
 
     def worst_case_tokens(self, seq: Sequence) -> int:
         """The most tokens `seq` can ever hold: prompt + max_tokens, capped by max_model_len."""
@@ -188,7 +192,7 @@ class Scheduler(abc.ABC):
     # ---------------------------------------------------------------- ordering
     def order_key(self, seq: Sequence, now: float) -> tuple:
         """Sort key of the configured policy (`policies.py`): smaller runs first."""
-        return POLICIES[self.config.policy](seq, now, self.config.aging_rate)
+        return self._order(seq, now, self.config.aging_rate)
 
     def ordered_waiting(self, now: float) -> list[Sequence]:
         return sorted(self.waiting, key=lambda s: self.order_key(s, now))
@@ -219,7 +223,8 @@ class Scheduler(abc.ABC):
         copies, self._swap_out = self._swap_out, []
         return copies
 
-    def _start_running(self, seq: Sequence, now: float) -> None:
+    def start_running(self, seq: Sequence, now: float) -> None:
+        """Move `seq` from the waiting queue into the batch (and stamp its first schedule)."""
         self.waiting.remove(seq)
         self.running.append(seq)
         seq.status = SequenceStatus.RUNNING

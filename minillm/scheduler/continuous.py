@@ -5,14 +5,16 @@ leaves at the end of its step and a waiting request takes its slot at the next o
 no slot idles while work is queued. KV blocks are taken on demand (paged), one block at
 a time as sequences grow.
 
-One `schedule()` call, in order:
+One `schedule()` call runs three phases, Sarathi-Serve's stall-free order:
 
-1. **Running sequences, decodes first.** Each decode needs one token of budget and,
-   every `block_size` tokens, one new block. If no block is free, a victim is
-   **preempted by recompute** — the lowest-priority, latest-arriving running
-   sequence loses its blocks and goes back to the queue (possibly the sequence
-   itself). Then sequences in the middle of a chunked prefill get their next chunk.
-2. **Waiting requests join** while a slot (`max_num_seqs`), token budget
+1. `schedule_decodes` — every running sequence that is generating gets its token.
+   Each decode needs one token of budget and, every `block_size` tokens, one new
+   block. If no block is free, `take_blocks` **preempts by recompute** the running
+   sequence that comes last in policy order (latest arrival, least urgent) — it
+   loses its blocks and goes back to the queue (possibly the sequence itself);
+2. `schedule_prefill_chunks` — sequences in the middle of a chunked prefill get their
+   next chunk from the budget that is left;
+3. `admit_waiting` — **waiting requests join** while a slot (`max_num_seqs`), token budget
    (`max_num_batched_tokens`) and blocks are left, in policy order. Without chunked
    prefill a prompt joins only if it fits the remaining budget whole; the head of
    the queue is never skipped (that would break FCFS). With chunked prefill
@@ -28,7 +30,7 @@ long prompt never stops the decoders — it only shares the step with them.
 
 from __future__ import annotations
 
-from minillm.scheduler.base import Scheduler, SchedulerOutput, ScheduledSequence, scheduled_row
+from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 from minillm.sequence import Sequence, SequenceStatus
 
 
@@ -37,47 +39,66 @@ class ContinuousScheduler(Scheduler):
 
     def schedule(self, now: float) -> SchedulerOutput:
         out = SchedulerOutput(num_slots=self.config.max_num_seqs)
-        budget = self._schedule_running(out, now)
-        if not out.preempted:
-            self._admit_waiting(out, now, budget)
+        self.schedule_decodes(out, now)
+        self.schedule_prefill_chunks(out, now)
+        if not out.preempted:                  # memory is short: nobody new this step
+            self.admit_waiting(out, now)
         out.swap_out = self.take_swap_out()
         return out
 
-    # ---------------------------------------------------------------- step 1
-    def _schedule_running(self, out: SchedulerOutput, now: float) -> int:
-        """Plan the running sequences; return the token budget left for newcomers."""
-        planned: dict[int, ScheduledSequence] = {}       # id(seq) -> its row
-        # decodes first (in_prefill False sorts first), each group in policy order
-        queue = sorted(self.running, key=lambda s: (s.in_prefill, self.order_key(s, now)))
-        for seq in queue:
-            if seq.status is not SequenceStatus.RUNNING:   # preempted earlier this step
-                continue
-            budget = self.config.max_num_batched_tokens - _tokens(planned)
-            num_new = min(seq.num_tokens_to_run, budget)
-            if num_new == 0:
-                break                                      # token budget used up
-            if not self._make_room(seq, num_new, planned, out, now):
-                continue                                   # seq itself was preempted
-            self.kv.allocate(seq, num_new)
-            planned[id(seq)] = scheduled_row(seq, num_new)
-        out.scheduled.extend(planned.values())
-        return self.config.max_num_batched_tokens - _tokens(planned)
+    def budget_left(self, out: SchedulerOutput) -> int:
+        """Tokens this step may still run (`max_num_batched_tokens` minus the plan's)."""
+        return self.config.max_num_batched_tokens - out.num_batched_tokens
 
-    def _make_room(self, seq: Sequence, num_new: int,
-                   planned: dict[int, ScheduledSequence],
-                   out: SchedulerOutput, now: float) -> bool:
-        """Preempt until `seq` can get its blocks. False if `seq` itself was the victim."""
+    # ---------------------------------------------------------------- phase 1
+    def schedule_decodes(self, out: SchedulerOutput, now: float) -> None:
+        """One token (plus any speculative guesses) for every running decode, in policy order."""
+        decodes = [s for s in self.running if not s.in_prefill]
+        self._schedule_running(sorted(decodes, key=lambda s: self.order_key(s, now)), out, now)
+
+    # ---------------------------------------------------------------- phase 2
+    def schedule_prefill_chunks(self, out: SchedulerOutput, now: float) -> None:
+        """The next chunk for every running sequence mid-prompt: min(uncomputed, budget left)."""
+        chunks = [s for s in self.running if s.in_prefill]
+        self._schedule_running(sorted(chunks, key=lambda s: self.order_key(s, now)), out, now)
+
+    def _schedule_running(self, queue: list[Sequence], out: SchedulerOutput, now: float) -> None:
+        for seq in queue:
+            if seq.status is not SequenceStatus.RUNNING:   # preempted earlier in this pass
+                continue
+            num_new = min(seq.num_tokens_to_run, self.budget_left(out))
+            if num_new == 0:
+                return                                     # token budget used up
+            if self.take_blocks(seq, num_new, out, now):
+                out.scheduled.append(scheduled_row(seq, num_new))
+
+    def take_blocks(self, seq: Sequence, num_new: int, out: SchedulerOutput, now: float) -> bool:
+        """Allocate the blocks `seq` needs for `num_new` tokens, preempting while none are free.
+
+        The victim is the running sequence that comes *last* in policy order — the latest
+        arrival under FCFS, the least urgent under "priority" (vLLM's rule) — even one
+        already planned this step (its row is taken back), and possibly `seq` itself.
+        Returns False if `seq` was the victim.
+        """
         while not self.kv.can_allocate(seq, num_new):
             victim = max(self.running, key=lambda s: self.order_key(s, now))
-            planned.pop(id(victim), None)                  # un-plan it if already planned
+            out.scheduled = [row for row in out.scheduled if row.seq is not victim]
             self.preempt(victim)
             out.preempted.append(victim)
             if victim is seq:
                 return False
+        self.kv.allocate(seq, num_new)
         return True
 
-    # ---------------------------------------------------------------- step 2
-    def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+    # ---------------------------------------------------------------- phase 3
+    def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
+        """Waiting requests join, in policy order, while a slot, budget and blocks are left.
+
+        Without chunked prefill a prompt joins only if it fits the budget whole; with it,
+        a prompt takes whatever budget is left. The head of the queue is never skipped
+        (FCFS): the first request that cannot join ends the admissions.
+        """
+        budget = self.budget_left(out)
         if len(self.running) >= self.config.max_num_seqs or budget == 0 or not self.waiting:
             return                                         # no room: skip sorting the queue
         for seq in self.ordered_waiting(now):
@@ -86,23 +107,18 @@ class ContinuousScheduler(Scheduler):
             cached = 0 if seq.is_swapped else self.kv.acquire_cached_prefix(seq)
             num_new = seq.num_uncomputed_tokens
             # a preempted sequence's recompute may exceed the budget: always chunk it
-            may_chunk = self.config.enable_chunked_prefill or seq.num_preemptions > 0
-            if may_chunk:
+            if self.config.enable_chunked_prefill or seq.num_preemptions > 0:
                 num_new = min(num_new, budget)
-            fits = num_new <= budget and self.kv.can_allocate(seq, num_new)
-            if not fits:                                   # head waits for a later step
-                if cached:
+            if num_new > budget or not self.kv.can_allocate(seq, num_new):
+                if cached:                                 # the head waits for a later step
                     self.kv.free(seq)                      # give the shared prefix back
                     seq.num_computed_tokens = 0
                 break
             if seq.first_scheduled_time is None:
                 seq.num_cached_tokens = cached
-            self._start_running(seq, now)
+            self.start_running(seq, now)
             if seq.is_swapped:
                 out.swap_in.extend(self.kv.swap_in(seq))
             self.kv.allocate(seq, num_new)
             out.scheduled.append(scheduled_row(seq, num_new))
             budget -= num_new
-
-def _tokens(planned: dict[int, ScheduledSequence]) -> int:
-    return sum(row.num_new_tokens for row in planned.values())

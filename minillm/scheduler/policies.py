@@ -15,7 +15,8 @@ runs out it preempts the running sequence with the *largest* key.
 Ties fall back to arrival time, then to `admission_order` (the order requests reached
 the scheduler), so the order never depends on how Python sorts equal keys.
 
-A new policy is one function here plus one line in `POLICIES`.
+A new policy is one function here plus one line in `POLICIES`. `LLM(policy=...)` and the
+simulator also take such a function directly (lesson 09's exercise plugs in that way).
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ def fcfs_key(seq: Sequence, now: float, aging_rate: float) -> tuple:
     return (seq.arrival_time, seq.admission_order)
 
 
+def effective_priority(seq: Sequence, now: float, aging_rate: float) -> float:
+    """`priority` improved by `aging_rate` per second waited (lower = more urgent)."""
+    return seq.priority - aging_rate * waited(seq, now)
+
+
 def priority_key(seq: Sequence, now: float, aging_rate: float) -> tuple:
-    effective = seq.priority - aging_rate * waited(seq, now)
-    return (effective, seq.arrival_time, seq.admission_order)
+    return (effective_priority(seq, now, aging_rate), seq.arrival_time, seq.admission_order)
 
 
 def shortest_key(seq: Sequence, now: float, aging_rate: float) -> tuple:
@@ -43,3 +48,13 @@ def shortest_key(seq: Sequence, now: float, aging_rate: float) -> tuple:
 
 
 POLICIES = {"fcfs": fcfs_key, "priority": priority_key, "shortest": shortest_key}
+
+
+def resolve_policy(policy):
+    """A name in `POLICIES`, or a key function of your own → the key function."""
+    if callable(policy):
+        return policy
+    if not isinstance(policy, str) or policy not in POLICIES:
+        raise ValueError(f"policy must be one of {tuple(POLICIES)} or a key function "
+                         f"(seq, now, aging_rate) -> tuple; got {policy!r}")
+    return POLICIES[policy]

@@ -47,7 +47,7 @@ class StaticScheduler(Scheduler):
                 break
             if not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
                 break                       # FCFS: the head waits for the next batch
-            self._start_running(seq, now)
+            self.start_running(seq, now)
             self.batch.append(seq)
 
     def _release_batch(self) -> None:

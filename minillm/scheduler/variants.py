@@ -41,14 +41,16 @@ class ReservingContinuousScheduler(ContinuousScheduler):
     name = "continuous+contiguous"
     kv_layout = "contiguous"
 
-    def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+    def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
+        """Admit in order while the head's worst case (prompt + max_tokens) fits one free run."""
+        budget = self.budget_left(out)
         for seq in self.ordered_waiting(now):
             if len(self.running) >= self.config.max_num_seqs:
                 break
             num_new = seq.num_uncomputed_tokens
             if num_new > budget or not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
                 break                     # FCFS: the head waits; nobody jumps the queue
-            self._start_running(seq, now)
+            self.start_running(seq, now)
             out.scheduled.append(scheduled_row(seq, num_new))
             budget -= num_new
         # Once reserved, a sequence never needs another block: `allocate` finds its
@@ -60,7 +62,7 @@ class PagedStaticScheduler(ContinuousScheduler):
 
     name = "static+paged"
 
-    def _admit_waiting(self, out: SchedulerOutput, now: float, budget: int) -> None:
+    def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
         if self.running:                  # the batch in flight must finish first
             return
-        super()._admit_waiting(out, now, budget)
+        super().admit_waiting(out, now)

@@ -1,6 +1,6 @@
 """Lesson 04 exercise: the flat batch metadata and per-sequence attention.
 
-Graded against minillm itself: `ModelRunner.build_batch` (the engine's flat batch) and
+Graded against minillm itself: `minillm/flat_batch.py::build_flat_batch` (the engine's flat batch) and
 the attention backends of `minillm.attention` over a paged KV cache. Each test is one task.
 """
 
@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from minillm.attention import TorchAttention, attend_per_sequence, write_kv
-from minillm.flat_batch import build_attention_metadata
-from minillm.model_runner import ModelRunner
+from minillm.flat_batch import build_attention_metadata, build_flat_batch
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import SchedulerOutput, scheduled_row
 from minillm.sequence import Sequence
@@ -32,19 +31,17 @@ MIX = [(list(range(40, 49)), 0, [3, 0, 5]),
 
 
 def minillm_batch(requests, block_size=BLOCK):
-    """What the engine's ModelRunner builds for the same requests."""
+    """What the engine builds (`flat_batch.build_flat_batch`) for the same requests."""
     plan = SchedulerOutput()
     for i, (tokens, computed, table) in enumerate(requests):
         seq = Sequence(f"r{i}", list(tokens), SamplingParams())
         seq.num_computed_tokens, seq.block_table = computed, list(table)
         plan.scheduled.append(scheduled_row(seq, len(tokens) - computed))
-    runner = ModelRunner(model=None, kv_caches=None, block_size=block_size, backend=None,
-                         device="cpu")
-    batch = runner.build_batch(plan)
-    meta = batch["meta"]
-    return {"input_ids": batch["input_ids"], "positions": batch["positions"],
+    batch = build_flat_batch(plan, block_size, torch.device("cpu"))
+    meta = batch.meta
+    return {"input_ids": batch.input_ids, "positions": batch.positions,
             "query_start_loc": meta.query_start_loc, "seq_lens": meta.seq_lens,
-            "slot_mapping": meta.slot_mapping, "logits_indices": batch["logits_indices"]}
+            "slot_mapping": meta.slot_mapping, "logits_indices": batch.logits_indices}
 
 
 def as_list(batch, key):

@@ -1,6 +1,6 @@
-"""Lesson 09 exercise: a priority scheduler with aging, graded in the engine and simulator.
+"""Lesson 09 exercise: priority with aging as a policy function, graded in the engine and simulator.
 
-The learner's `AgingPriorityScheduler` runs inside the real engine (tiny random Llama)
+The learner's `priority_key` runs inside the real engine (tiny random Llama, `LLM(policy=...)`)
 and inside the simulator. The last two tasks are the point of the lesson: with aging,
 a low-priority request under a never-ending stream of urgent ones finishes within a
 bound we can compute (property-tested with Hypothesis); without aging it starves.
@@ -15,9 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
-from minillm.kv_cache import KVCacheManager
 from minillm.tiny_llama import build_tiny_llama
-from minillm.scheduler import SchedulerConfig
 from minillm.sequence import Sequence
 from minillm.sim_runner import CostModel
 from minillm.simulate import add_workload, make_sim_engine, simulate
@@ -36,22 +34,17 @@ def seq(priority, arrival, order=0):
     return s
 
 
-def scheduler(ex, aging_rate):
-    return ex.AgingPriorityScheduler(SchedulerConfig(aging_rate=aging_rate), KVCacheManager(64, 16))
-
-
 # ---------------------------------------------------------------------- the pieces
 
 def test_effective_priority(ex):
-    sched = scheduler(ex, aging_rate=2.0)
-    assert sched.effective_priority(seq(10, arrival=1.0), now=4.0) == pytest.approx(4.0)
-    assert sched.effective_priority(seq(10, arrival=1.0), now=1.0) == pytest.approx(10.0)
-    assert sched.effective_priority(seq(3, arrival=5.0), now=4.0) == pytest.approx(3.0), \
+    assert ex.effective_priority(seq(10, arrival=1.0), 4.0, 2.0) == pytest.approx(4.0)
+    assert ex.effective_priority(seq(10, arrival=1.0), 1.0, 2.0) == pytest.approx(10.0)
+    assert ex.effective_priority(seq(3, arrival=5.0), 4.0, 2.0) == pytest.approx(3.0), \
         "a request cannot have waited a negative time"
-    assert scheduler(ex, 0.0).effective_priority(seq(7, 0.0), now=100.0) == pytest.approx(7.0)
+    assert ex.effective_priority(seq(7, 0.0), 100.0, 0.0) == pytest.approx(7.0)
 
 
-def test_order_key_sorts_by_effective_priority_then_arrival(ex):
+def test_priority_key_sorts_by_effective_priority_then_arrival(ex):
     old_low = seq(5, arrival=0.0, order=0)      # low priority, waiting since t = 0
     early = seq(0, arrival=2.0, order=1)        # urgent, arrived within 5 s of old_low
     twin = seq(0, arrival=2.0, order=2)         # same priority and arrival as `early`
@@ -60,8 +53,7 @@ def test_order_key_sorts_by_effective_priority_then_arrival(ex):
     queue = [late, twin, tie, old_low, early]
 
     def order(aging_rate, now):
-        sched = scheduler(ex, aging_rate)
-        return [s.request_id for s in sorted(queue, key=lambda s: sched.order_key(s, now))]
+        return [s.request_id for s in sorted(queue, key=lambda s: ex.priority_key(s, now, aging_rate))]
 
     # aging 1/s, now = 7: effective old_low −2, early/twin −5, tie −2, late −1
     assert order(1.0, 7.0) == ["s1", "s2", "s0", "s3", "s4"]
@@ -88,7 +80,7 @@ def test_real_engine_serves_urgent_first_and_outputs_do_not_change(ex):
     config = dict(max_num_seqs=1, block_size=4, num_kv_blocks=32, max_model_len=128)
     fcfs = LLM(build_tiny_llama(seed=0), **config)
     want = [o.outputs[0].token_ids for o in fcfs.generate(prompts, params, use_tqdm=False)]
-    mine = LLM(build_tiny_llama(seed=0), scheduling=ex.AgingPriorityScheduler, **config)
+    mine = LLM(build_tiny_llama(seed=0), policy=ex.priority_key, **config)
     outs = mine.generate(prompts, params, use_tqdm=False, priority=priorities)
     assert [o.outputs[0].token_ids for o in outs] == want, "scheduling must never change tokens"
     started = sorted(range(5), key=lambda i: outs[i].metrics.first_scheduled_time)
@@ -103,7 +95,7 @@ def test_same_schedule_as_minillm_priority_policy(ex, aging_rate):
     config = dict(max_num_seqs=4, block_size=8, num_kv_blocks=14, max_model_len=128,
                   aging_rate=aging_rate)
     reference = simulate(work, policy="priority", **config)
-    mine = simulate(work, scheduling=ex.AgingPriorityScheduler, max_steps=5000, **config)
+    mine = simulate(work, policy=ex.priority_key, max_steps=5000, **config)
     plan = lambda t: [([(e.request_id, e.num_prefill_tokens, e.num_decode_tokens)
                         for e in s.scheduled], s.preempted) for s in t.steps]
     assert sum(len(s.preempted) for s in reference.steps) > 0, "the workload must preempt"
@@ -121,7 +113,7 @@ def low_under_urgent_stream(ex, *, aging_rate, priority, slots, k_urgent, k_low,
     Every step takes exactly STEP seconds (fixed cost model), so steps and seconds
     convert exactly. Returns (engine, specs of the urgent stream).
     """
-    engine = make_sim_engine(scheduling=ex.AgingPriorityScheduler, max_num_seqs=slots,
+    engine = make_sim_engine(policy=ex.priority_key, max_num_seqs=slots,
                              aging_rate=aging_rate, cost_model=FIXED_STEP, max_model_len=64)
     stream = [RequestSpec(f"urgent-{i}", 4, k_urgent, k_urgent, max(0.0, gap * (i - slots)), 0)
               for i in range(int(horizon_s / gap) + slots + 1)]
