@@ -15,10 +15,12 @@ import math
 import pytest
 import torch
 
-from minillm.bench import ab, report, roofline
+from minillm.bench import (ab, chunked, kv_budget, peers, prefix_caching, roofline, speculative,
+                           throughput)
 from minillm.bench import workloads as wl
-from minillm.bench.engine_runs import check_output_lengths, kv_blocks_for
-from minillm.bench.experiments import Bench, BenchConfig
+from minillm.bench.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
+                                  ratio_line, table)
+from minillm.bench.run import write_json
 from minillm.tiny_llama import build_tiny_llama
 from minillm.trace import RequestRecord, Trace
 from minillm.workload import RequestSpec
@@ -29,18 +31,18 @@ pytestmark = pytest.mark.unit
 # ------------------------------------------------------------------ workloads
 
 def test_throughput_workload_is_seeded_heavy_tailed_and_large_enough():
-    specs = wl.throughput_workload(seed=0)
+    specs = throughput.throughput_workload(seed=0)
     assert len(specs) >= 48                                   # the issue's minimum
-    assert specs == wl.throughput_workload(seed=0)            # same seed, same requests
-    assert specs != wl.throughput_workload(seed=1)
+    assert specs == throughput.throughput_workload(seed=0)    # same seed, same requests
+    assert specs != throughput.throughput_workload(seed=1)
     outs = sorted(s.output_len for s in specs)
     assert outs[-1] >= 8 * outs[len(outs) // 2]               # a heavy tail: max >> median
     assert all(s.max_tokens == s.output_len and s.arrival_time == 0.0 for s in specs)
 
 
 def test_chunked_workload_long_prompts_arrive_while_streams_decode():
-    shape = wl.FULL_CHUNKED
-    specs = wl.chunked_workload(shape, seed=0)
+    shape = chunked.FULL_CHUNKED
+    specs = chunked.chunked_workload(shape, seed=0)
     streams = [s for s in specs if s.request_id.startswith("stream-")]
     longs = [s for s in specs if s.request_id.startswith("long-")]
     assert len(streams) == shape.num_streams and len(longs) == shape.num_long
@@ -72,8 +74,8 @@ def test_prompt_token_ids_have_exact_lengths_with_and_without_tokenizer():
 
 def test_peer_workload_has_64_distinct_questions_and_skewed_lengths():
     assert len(set(wl.chat_questions(64))) == 64
-    lens = wl.peer_output_lengths(seed=0)
-    assert len(lens) == 64 and lens == wl.peer_output_lengths(seed=0)
+    lens = peers.peer_output_lengths(seed=0)
+    assert len(lens) == 64 and lens == peers.peer_output_lengths(seed=0)
     assert max(lens) >= 4 * sorted(lens)[32]
     with pytest.raises(ValueError):
         wl.chat_questions(65)
@@ -147,6 +149,45 @@ def test_history_contexts_and_decode_batch_lay_out_each_sequence():
         assert meta.slot_mapping[b].item() == table[c // 16] * 16 + c % 16
 
 
+def _git_has(commit: str) -> bool:
+    import subprocess
+    from minillm.bench.git_versions import REPO
+    try:
+        return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO,
+                              capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
+    """Old layout (attention.py, attention_metadata.py) and new, beside the working tree."""
+    import sys
+    from minillm.bench.git_versions import load_version
+    from minillm.bench.history import compare
+    import minillm.model
+    if not _git_has("HEAD"):
+        pytest.skip("not a git checkout")
+    commits = [c for c in ("29b225f", "HEAD") if _git_has(c)] + ["."]
+    before = {k: v for k, v in sys.modules.items() if k.startswith("minillm")}
+    versions = [load_version(c, tmp_path) for c in commits]
+    assert all(sys.modules[k] is v for k, v in before.items())     # ours, put back
+    assert not [m for m in sys.modules.values()                       # theirs, not left in
+                if str(tmp_path) in (getattr(m, "__file__", None) or "")]
+    worktree = versions[-1]
+    assert worktree.model is minillm.model.LlamaModel
+    for v in versions[:-1]:                                   # each commit's own code
+        assert v.model is not minillm.model.LlamaModel
+        for piece in (v.model.__init__, v.attention.__call__, v.build_metadata):
+            assert piece.__code__.co_filename.startswith(str(tmp_path / v.name))
+    if "29b225f" in commits:
+        assert versions[0].build_metadata.__code__.co_filename.endswith("attention_metadata.py")
+    results = compare(versions, build_tiny_llama(seed=0), [33, 5, 16], torch.float32, rounds=1)
+    assert list(results) == commits
+    for r in results.values():
+        assert len(r["rounds"]) == 1 and r["rounds"][0] > 0
+        assert r["max_logit_diff"] < 1e-3                     # the same forward pass, any layout
+
+
 def test_wrong_token_counts_are_refused():
     trace = Trace(requests={"a": RequestRecord("a", 0.0, 3, 5, output_len=4)})
     with pytest.raises(RuntimeError, match="wrong number of tokens"):
@@ -160,12 +201,12 @@ def test_kv_blocks_fit_a_full_batch_of_the_largest_request():
 
 
 def test_report_shows_ratios_targets_and_writes_strict_json(tmp_path):
-    line = report.ratio_line("continuous / static", ab.summary([3.1, 2.9, 3.3]), 2.5)
+    line = ratio_line("continuous / static", ab.summary([3.1, 2.9, 3.3]), 2.5)
     assert "3.10×" in line and "met" in line and "NOT" not in line
-    assert "NOT met" in report.ratio_line("x", ab.summary([1.0]), 2.5)
-    text = report.table(["", "a", "b"], [["row", 1, 22]])
+    assert "NOT met" in ratio_line("x", ab.summary([1.0]), 2.5)
+    text = table(["", "a", "b"], [["row", 1, 22]])
     assert text.splitlines()[2].split() == ["row", "1", "22"]
-    report.write_json(tmp_path / "r.json", {"x": float("nan"), "y": [1.5, float("inf")]})
+    write_json(tmp_path / "r.json", {"x": float("nan"), "y": [1.5, float("inf")]})
     assert json.loads((tmp_path / "r.json").read_text()) == {"x": None, "y": [1.5, None]}
 
 
@@ -173,7 +214,7 @@ def test_report_shows_ratios_targets_and_writes_strict_json(tmp_path):
 
 @pytest.fixture
 def tiny_bench(monkeypatch, tmp_path):
-    monkeypatch.setattr(wl, "QUICK_THROUGHPUT", wl.ThroughputShape(
+    monkeypatch.setattr(throughput, "QUICK_THROUGHPUT", throughput.ThroughputShape(
         num_requests=6, prompt_median=8, prompt_cap=16, output_minimum=1, output_alpha=1.0,
         output_cap=12))
     threads = torch.get_num_threads()
@@ -184,33 +225,31 @@ def tiny_bench(monkeypatch, tmp_path):
 
 
 def test_throughput_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
-    from minillm.bench.experiments import throughput
-    r = throughput(tiny_bench)
-    specs = wl.throughput_workload(wl.QUICK_THROUGHPUT, seed=0)
+    r = throughput.run(tiny_bench)
+    specs = throughput.throughput_workload(throughput.QUICK_THROUGHPUT, seed=0)
     for mode in ("static", "continuous", "chunked"):
         assert r["medians"][mode]["generated_tokens"] == sum(s.output_len for s in specs)
     # scheduling quantities are deterministic: continuous keeps more slots busy
     assert r["medians"]["static"]["slot_utilization"] < r["medians"]["continuous"]["slot_utilization"]
     assert r["medians"]["static"]["num_steps"] > r["medians"]["continuous"]["num_steps"]
     assert len(r["ratios"]["continuous/static"]["values"]) == 1
-    report.plot_throughput(r, tmp_path / "t.png")
+    throughput.plot(r, tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 0
-    assert "continuous / static" in report.throughput_text(r)
+    assert "continuous / static" in throughput.text(r)
 
 
 def test_kv_budget_paged_holds_more_sequences_than_contiguous(tiny_bench):
-    from minillm.bench.experiments import kv_budget
-    r = kv_budget(tiny_bench)
+    r = kv_budget.run(tiny_bench)
     assert r["runner"] == "simulator"
     assert r["continuous"]["max_concurrent"] > r["static"]["max_concurrent"]
     assert r["continuous"]["kv_waste"] < r["static"]["kv_waste"]
 
 
 def test_prefix_workload_shares_exactly_the_prefix():
-    shape = wl.QUICK_PREFIX
-    specs = wl.prefix_workload(shape, seed=0)
+    shape = prefix_caching.QUICK_PREFIX
+    specs = prefix_caching.prefix_workload(shape, seed=0)
     for tokenizer in (None, _WordTokenizer()):
-        prompts = wl.prefix_prompts(specs, shape, 256, tokenizer, seed=0)
+        prompts = prefix_caching.prefix_prompts(specs, shape, 256, tokenizer, seed=0)
         assert [len(p) for p in prompts] == [s.prompt_len for s in specs]
         assert all(p[:shape.shared_prefix] == prompts[0][:shape.shared_prefix] for p in prompts)
         # the questions differ: no two prompts are the same
@@ -218,23 +257,21 @@ def test_prefix_workload_shares_exactly_the_prefix():
 
 
 def test_prefix_caching_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
-    from minillm.bench.beyond import prefix_caching
-    r = prefix_caching(tiny_bench)
+    r = prefix_caching.run(tiny_bench)
     off, on = r["medians"]["no cache"], r["medians"]["prefix cache"]
     assert off["hit_rate"] == 0 and off["prefill_tokens_computed"] == r["workload"]["prompt_tokens"]
     # requests admitted after the first batch reuse the shared prefix's full blocks
     assert on["hit_rate"] > 0
     assert on["prefill_tokens_computed"] == off["prefill_tokens_computed"] - on["cached_tokens"]
     assert r["outputs_differ"] == []
-    assert "hit rate" in report.prefix_caching_text(r)
-    report.plot_prefix_caching(r, tmp_path / "p.png")
+    assert "hit rate" in prefix_caching.text(r)
+    prefix_caching.plot(r, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 0
 
 
 def test_speculative_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
-    from minillm.bench.beyond import speculative
-    r = speculative(tiny_bench)
-    shape = wl.QUICK_SPECULATIVE
+    r = speculative.run(tiny_bench)
+    shape = speculative.QUICK_SPECULATIVE
     for task, n in (("copy", shape.copy_output), ("free-form", shape.free_output)):
         plain, spec = r["medians"][f"{task} plain"], r["medians"][f"{task} speculative"]
         assert plain["generated_tokens"] == spec["generated_tokens"] == shape.num_requests * n
@@ -243,13 +280,13 @@ def test_speculative_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
         assert r["outputs_differ"][task] == []
     # the copy prompts hold their text twice: the proposer finds something to guess
     assert r["medians"]["copy speculative"]["drafts_proposed"] > 0
-    assert "speculative / plain" in report.speculative_text(r)
-    report.plot_speculative(r, tmp_path / "s.png")
+    assert "speculative / plain" in speculative.text(r)
+    speculative.plot(r, tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 0
 
 
 def test_hf_generate_counts_only_useful_tokens():
-    from minillm.bench.peers import hf_generate_static
+    from minillm.bench.hf_peers import hf_generate_static
     model = build_tiny_llama(seed=0)
     r = hf_generate_static(model, [[3, 4, 5], [6, 7], [8]], [2, 5, 3], batch_size=2, pad_id=0)
     assert r["useful_tokens"] == 10
@@ -279,3 +316,33 @@ def test_cli_rejects_unknown_experiments():
     from minillm.bench.__main__ import parse_args
     with pytest.raises(SystemExit):
         parse_args(["--only", "nonsense"])
+
+
+def test_every_registered_experiment_has_the_contract():
+    from minillm.bench.registry import EXPERIMENTS, PEERS
+    config = BenchConfig(quick=True, rounds=2)
+    for name, module in {**EXPERIMENTS, **PEERS}.items():
+        assert callable(module.run) and callable(module.text), name
+        assert module.plot is None or callable(module.plot), name
+        assert module.planned_runs(config) >= 1, name
+
+
+def test_a_new_experiment_is_one_module_plus_one_registry_line(tmp_path, capsys, monkeypatch):
+    import types
+    from minillm.bench.__main__ import main
+    from minillm.bench.registry import EXPERIMENTS
+    fake = types.SimpleNamespace(
+        planned_runs=lambda config: 1,
+        run=lambda bench: {"answer": 42, "big": [1, 2, 3]},
+        text=lambda r: f"Fake experiment — {r['answer']}",
+        plot=lambda r, path: path.write_bytes(b"not really a png"),
+        DETACHED={"big": "fake-big.json"})
+    monkeypatch.setitem(EXPERIMENTS, "fake", fake)
+    threads = torch.get_num_threads()
+    assert main(["--quick", "--only", "fake", "--out", str(tmp_path), "--no-progress",
+                 "--threads", str(threads)]) == 0
+    out = capsys.readouterr().out
+    assert "Fake experiment — 42" in out and "fake.png" in out
+    assert json.loads((tmp_path / "bench.json").read_text())["fake"] == {"answer": 42}
+    assert json.loads((tmp_path / "fake-big.json").read_text()) == [1, 2, 3]
+    assert (tmp_path / "fake.png").exists()

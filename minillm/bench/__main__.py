@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from minillm.bench.experiments import EXPERIMENTS, BenchConfig
+from minillm.bench.common import BenchConfig
+from minillm.bench.registry import EXPERIMENTS
 
 
 def positive_int(text: str) -> int:
@@ -21,6 +22,8 @@ def positive_int(text: str) -> int:
 
 
 def parse_args(argv=None) -> BenchConfig:
+    """The flags as a `BenchConfig`; a bad flag exits with argparse's message, before
+    anything is loaded."""
     import minillm.bench as package
     parser = argparse.ArgumentParser(prog="python -m minillm.bench", description=package.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,9 +50,9 @@ def parse_args(argv=None) -> BenchConfig:
         chosen = tuple(e for e in args.only.split(",") if e)
         unknown = set(chosen) - set(EXPERIMENTS)
         if unknown:
-            parser.error(f"unknown experiment(s) {sorted(unknown)}; choose from {EXPERIMENTS}")
+            parser.error(f"unknown experiment(s) {sorted(unknown)}; choose from {tuple(EXPERIMENTS)}")
     else:
-        chosen = () if args.peers else EXPERIMENTS
+        chosen = () if args.peers else tuple(EXPERIMENTS)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     if args.vllm_python and not os.access(args.vllm_python, os.X_OK):
         parser.error(f"--vllm-python {args.vllm_python!r} is not an executable python "

@@ -1,6 +1,6 @@
 """Fair comparisons on a noisy machine: alternate the contenders, report medians.
 
-Timings on a shared 2-core machine drift: another program starts, the CPU warms up,
+Timings on a shared machine drift: another program starts, the CPU warms up,
 memory fills. Running all of A and then all of B would charge that drift to whichever
 ran second. So the bench runs them *in rounds* — one run of each contender per round —
 and reverses the order every other round:
@@ -48,10 +48,6 @@ def alternate(runners: dict[str, Callable[[], dict]], rounds: int,
 def median(values) -> float:
     values = [v for v in values if v == v]          # drop NaN
     return statistics.median(values) if values else float("nan")
-
-
-def values_of(runs: list[dict], key: str) -> list[float]:
-    return [float(run[key]) for run in runs]
 
 
 def medians(results: dict[str, list[dict]]) -> dict[str, dict]:

@@ -1,25 +1,23 @@
 """What each performance commit bought: one decode step, old code vs new, same run.
 
     python -m minillm.bench.history 7d34ce2 bd02842 HEAD --batch 16 --rounds 20
-    python -m minillm.bench.history 6270ea3 HEAD --context 1000,60x15   # mixed lengths
+    python -m minillm.bench.history 6270ea3 . --context 1000,60x15   # "." = working tree
 
-For every commit given, `minillm/model.py` and `minillm/attention.py` are read from git
-(`git show COMMIT:path`) and imported as separate modules, so several versions of the
-forward pass live in one process. Each builds the model from the same weights and gets
-its own copy of one KV cache (identical contents); then a decode step — `batch`
-sequences, one new token each, `context` tokens already cached, blocks scattered
-through the cache — is timed for each version in turn, the order reversed every round
-(see `ab.py`). Printed: median step time per commit, the median of per-round ratios
-against the first commit, and the largest logit difference from the first commit.
-Used for the numbers in minillm/PERFORMANCE.md.
+Every commit's forward pass is imported beside the others (`git_versions.py`), so
+several versions of `model.py` and the torch attention live in one process. Each
+builds the model from the same weights and gets its own copy of one KV cache
+(identical contents); then a decode step — `batch` sequences, one new token each,
+`context` tokens already cached, blocks scattered through the cache — is timed for
+each version in turn, the order reversed every round (see `ab.py`). Printed: the load
+average, the median step time per commit with the fastest and slowest round, the
+median of per-round ratios against the first commit, and the largest logit difference
+from the first commit. `minillm/PERFORMANCE.md` quotes its numbers.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,21 +26,9 @@ from pathlib import Path
 import torch
 
 from minillm.bench.ab import alternate, median, paired_ratios
+from minillm.bench.git_versions import Version, load_version
 
-
-def load_version(commit: str, folder: Path):
-    """(model module, attention module) of `commit`, imported under unique names."""
-    modules = []
-    for name in ("model", "attention"):
-        source = subprocess.run(["git", "show", f"{commit}:minillm/{name}.py"], check=True,
-                                capture_output=True, text=True).stdout
-        path = folder / f"{name}_{commit.replace('~', '_')}.py"
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        modules.append(module)
-    return modules
+BLOCK_SIZE = 16
 
 
 def parse_contexts(text: str, batch: int) -> list[int]:
@@ -57,77 +43,117 @@ def parse_contexts(text: str, batch: int) -> list[int]:
     return contexts
 
 
-def decode_batch(contexts: list[int], block_size: int, num_blocks: int):
-    """Inputs of one decode step with scattered block tables (the same every call)."""
-    from minillm.flat_batch import build_attention_metadata
-    per_seq = [-(-(c + 1) // block_size) for c in contexts]
+def decode_batch(contexts: list[int], block_size: int, num_blocks: int, build_metadata=None,
+                 vocab_size: int = 40000):
+    """Inputs of one decode step with scattered block tables (the same every call):
+    (token ids [B], positions [B], attention metadata, logits rows [B]).
+
+    `build_metadata` is a version's `build_attention_metadata` (default: the working
+    tree's)."""
+    from minillm.kv_cache.allocator import cdiv, slot_of
+    if build_metadata is None:
+        from minillm.flat_batch import build_attention_metadata as build_metadata
     order = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(0)).tolist()
     tables, start = [], 0
-    for n in per_seq:
+    for n in (cdiv(c + 1, block_size) for c in contexts):
         tables.append(order[start:start + n])
         start += n
-    slots = [t[c // block_size] * block_size + c % block_size for t, c in zip(tables, contexts)]
-    meta = build_attention_metadata([1] * len(contexts), [c + 1 for c in contexts], tables,
-                                    slots, block_size, torch.device("cpu"))
-    ids = torch.randint(100, 40000, (len(contexts),), generator=torch.Generator().manual_seed(1))
+    slots = [slot_of(t, c, block_size) for t, c in zip(tables, contexts)]
+    meta = build_metadata([1] * len(contexts), [c + 1 for c in contexts], tables, slots,
+                          block_size, torch.device("cpu"))
+    high = min(40000, vocab_size)
+    ids = torch.randint(min(100, high // 2), high, (len(contexts),),
+                        generator=torch.Generator().manual_seed(1))
     return ids, torch.tensor(contexts), meta, torch.arange(len(contexts))
+
+
+def filled_cache(hf_config, num_blocks: int, dtype: torch.dtype) -> list:
+    """A KV cache of plausible keys and values (seeded normals, not zeros)."""
+    from minillm.kv_cache.tensors import allocate_kv_cache
+    head_dim = (getattr(hf_config, "head_dim", None)
+                or hf_config.hidden_size // hf_config.num_attention_heads)
+    cache = allocate_kv_cache(hf_config.num_hidden_layers, num_blocks, BLOCK_SIZE,
+                              hf_config.num_key_value_heads, head_dim, dtype, "cpu")
+    for k, v in cache:
+        k.normal_(0, 1, generator=torch.Generator().manual_seed(2))
+        v.normal_(0, 1, generator=torch.Generator().manual_seed(3))
+    return cache
+
+
+class Contender:
+    """One version ready to step: its model, its attention backend, its own KV copy."""
+
+    def __init__(self, version: Version, hf, dtype: torch.dtype, cache: list):
+        self.version = version
+        self.vocab_size = hf.config.vocab_size
+        self.model = version.model.from_hf(hf, dtype=dtype)
+        self.backend = version.attention()
+        self.kv = [(k.clone(), v.clone()) for k, v in cache]
+
+    def step(self, contexts: list[int], num_blocks: int) -> tuple[float, torch.Tensor]:
+        """(seconds, logits) of one decode step; the inputs are built outside the timing."""
+        ids, pos, meta, rows = decode_batch(contexts, BLOCK_SIZE, num_blocks,
+                                            self.version.build_metadata, self.vocab_size)
+        start = time.perf_counter()
+        logits = self.model(ids, pos, self.kv, meta, rows, self.backend)
+        return time.perf_counter() - start, logits
+
+
+def compare(versions: list[Version], hf, contexts: list[int], dtype: torch.dtype,
+            rounds: int) -> dict:
+    """Every version's decode step, alternating rounds: {name: {"rounds": [s, ...],
+    "max_logit_diff": …, "ratio": first / this}} (ratio and diff against the first)."""
+    from minillm.kv_cache.allocator import cdiv
+    num_blocks = sum(cdiv(c + 1, BLOCK_SIZE) for c in contexts) + 4
+    cache = filled_cache(hf.config, num_blocks, dtype)
+    contenders = {v.name: Contender(v, hf, dtype, cache) for v in versions}
+    for c in contenders.values():                     # warm-up
+        c.step(contexts, num_blocks)
+    first = versions[0].name
+    reference = contenders[first].step(contexts, num_blocks)[1]
+    diffs = {name: (c.step(contexts, num_blocks)[1] - reference).abs().max().item()
+             for name, c in contenders.items()}
+    results = alternate({name: (lambda c=c: {"s": c.step(contexts, num_blocks)[0]})
+                         for name, c in contenders.items()}, rounds)
+    return {name: {"rounds": [r["s"] for r in results[name]], "max_logit_diff": diffs[name],
+                   "ratio": median(paired_ratios(results, first, name, "s"))}
+            for name in contenders}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from minillm.bench.__main__ import positive_int
+    parser = argparse.ArgumentParser(prog="python -m minillm.bench.history", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("commits", nargs="+", help='commits, or "." for the working tree')
+    parser.add_argument("--batch", type=positive_int, default=16)
+    parser.add_argument("--context", default="128",
+                        help='tokens cached per sequence: "128", or a list such as "1000,60x15"')
+    parser.add_argument("--rounds", type=positive_int, default=20)
+    parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--model", default="smollm2-135m")
+    return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    parser = argparse.ArgumentParser(prog="python -m minillm.bench.history", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("commits", nargs="+")
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--context", default="128",
-                        help='tokens cached per sequence: "128", or a list such as "1000,60x15"')
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--model", default="smollm2-135m")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    dtype = getattr(torch, args.dtype)
-    from minillm.kv_cache.tensors import allocate_kv_cache
+    contexts = parse_contexts(args.context, args.batch)
     from minillm.model_loader import load_hf_model
     hf, _ = load_hf_model(args.model)
-    block_size = 16
-    contexts = parse_contexts(args.context, args.batch)
-    num_blocks = sum(-(-(c + 1) // block_size) for c in contexts) + 4
-    cache = None
-    versions = {}
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        for commit in args.commits:
-            model_mod, attention_mod = load_version(commit, Path(tmp))
-            model = model_mod.LlamaModel.from_hf(hf, dtype=dtype)
-            if cache is None:
-                cache = allocate_kv_cache(model.num_layers, num_blocks, block_size,
-                                          model.num_kv_heads, model.head_dim, dtype, "cpu")
-                for k, v in cache:                     # plausible keys/values, not zeros
-                    k.normal_(0, 1, generator=torch.Generator().manual_seed(2))
-                    v.normal_(0, 1, generator=torch.Generator().manual_seed(3))
-            versions[commit] = (model, attention_mod.TorchAttention(),
-                                [(k.clone(), v.clone()) for k, v in cache])
-
-    def step(commit):
-        model, backend, kv = versions[commit]
-        ids, pos, meta, rows = decode_batch(contexts, block_size, num_blocks)
-        start = time.perf_counter()
-        logits = model(ids, pos, kv, meta, rows, backend)
-        return {"s": time.perf_counter() - start, "logits": logits}
-
+        versions = [load_version(commit, Path(tmp)) for commit in args.commits]
+        results = compare(versions, hf, contexts, getattr(torch, args.dtype), args.rounds)
     first = args.commits[0]
-    for commit in args.commits:                        # warm-up, and the logit check
-        step(commit)
-    ref = step(first)["logits"]
-    diffs = {c: (step(c)["logits"] - ref).abs().max().item() for c in args.commits}
-    results = alternate({c: (lambda c=c: {"s": step(c)["s"]}) for c in args.commits}, args.rounds)
     print(f"decode step, batch {len(contexts)}, context {args.context}, {args.dtype}, "
-          f"{args.threads} threads, {args.rounds} rounds; load average {os.getloadavg()}")
-    for commit in args.commits:
-        ratio = median(paired_ratios(results, first, commit, "s"))
-        print(f"{commit:>12}: median {1000 * median([r['s'] for r in results[commit]]):7.1f} ms"
-              f"   {first}/this {ratio:5.2f}×   max |logit − {first}| {diffs[commit]:.1e}")
+          f"{args.threads} threads, {args.rounds} rounds alternating; load average "
+          f"{load_start} at start, {os.getloadavg()} at end")
+    for name, r in results.items():
+        ms = [1000 * s for s in r["rounds"]]
+        print(f"{name:>12}: median {median(ms):7.1f} ms (rounds {min(ms):.1f}–{max(ms):.1f})"
+              f"   {first}/this {r['ratio']:5.2f}×   max |logit − {first}| {r['max_logit_diff']:.1e}")
     return 0
 
 

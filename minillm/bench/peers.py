@@ -1,24 +1,20 @@
 """minillm beside other engines, on one workload: `python -m minillm.bench --peers`.
 
-The workload (`workloads.peer_workload`): 64 chat prompts through the chat template,
-output lengths drawn from a skewed (lognormal) law, EOS ignored so every engine
-produces exactly the same number of tokens per request, 16 sequences at a time, fp32,
-the same thread count. Contenders:
+The workload: chat prompts through the chat template, output lengths drawn from a
+skewed (lognormal) law, EOS ignored so every engine produces exactly the same number
+of tokens per request, `max_num_seqs` sequences at a time, the same dtype and thread
+count. Contenders:
 
 * **minillm** — static, continuous, continuous + chunked prefill;
-* **transformers `generate`** — the usual way to batch with Hugging Face: padded
-  batches of 16 prompts in arrival order, greedy, each batch running until its longest
-  request is done (`max_new_tokens` = the batch's longest). Rows that finished early
-  keep computing: only each request's own length counts as *useful* tokens;
-* **transformers continuous batching** — its own paged-attention scheduler
-  (`ContinuousBatchingManager`), 16 requests per batch, a per-request `max_new_tokens`;
+* **transformers `generate`** and **transformers continuous batching** (`hf_peers.py`);
 * **vLLM** (CPU build) — only when a Python with vLLM is given (`--vllm-python`); it
-  runs in its own process and virtualenv (see minillm/PERFORMANCE.md for the set-up).
+  runs in its own process and virtualenv (`vllm_worker.py`; see
+  minillm/PERFORMANCE.md for the set-up).
 
 Every contender is timed from the first request handed in to the last token out
 (engine start-up excluded), and its output lengths are checked token for token.
 Contenders alternate in rounds (see `ab.py`); the table shows medians and the median
-of per-round ratios.
+of per-round ratios against minillm continuous.
 """
 
 from __future__ import annotations
@@ -30,115 +26,67 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import torch
+import numpy as np
 
-from minillm.bench import workloads as wl
 from minillm.bench.ab import alternate, median, paired_ratios, summary
-from minillm.bench.engine_runs import kv_blocks_for, run_specs, warm_up
-from minillm.workload import RequestSpec
+from minillm.bench.common import (figure, kv_blocks_for, num, pct, ratio_line, run_workload, save,
+                                  table, warm_up)
+from minillm.bench.hf_peers import hf_continuous, hf_generate_static, peer_result
+from minillm.bench.workloads import chat_prompt_ids, chat_questions
+from minillm.widgets.style import COLORS
+from minillm.workload import RequestSpec, fixed, lognormal, make_workload
+
+BASE = "minillm continuous"          # every ratio is this contender / another
+TARGETS = {"minillm continuous / transformers generate": 4.0,
+           "minillm continuous / transformers CB": 3.0, "minillm continuous / vLLM": 0.8}
 
 
-def _result(elapsed: float, lens: list[int], produced: list[int], computed: int) -> dict:
-    """Common result dict; raises if any request got a different number of tokens."""
-    wrong = [(i, got, want) for i, (got, want) in enumerate(zip(produced, lens)) if got != want]
-    if wrong or len(produced) != len(lens):
-        raise RuntimeError(f"wrong output lengths (index, got, wanted): {wrong[:5]}")
-    useful = sum(lens)
-    return {"elapsed_s": elapsed, "useful_tokens": useful, "computed_tokens": computed,
-            "tokens_per_s": useful / elapsed}
+@dataclass(frozen=True)
+class PeerShape:
+    num_requests: int = 64
+    output_median: int = 40          # lognormal output lengths: median, sigma, cap
+    output_sigma: float = 1.0
+    output_cap: int = 256
 
 
-# ------------------------------------------------------------------ minillm
+FULL_PEERS = PeerShape()
+QUICK_PEERS = PeerShape(num_requests=6, output_median=4, output_sigma=0.8, output_cap=12)
+
+
+def peer_output_lengths(shape: PeerShape = FULL_PEERS, seed: int = 0) -> list[int]:
+    """Skewed (lognormal) output lengths, one per chat prompt."""
+    specs = make_workload(shape.num_requests, fixed(1),
+                          lognormal(shape.output_median, shape.output_sigma, cap=shape.output_cap),
+                          max_tokens="output_len", seed=seed)
+    return [s.output_len for s in specs]
+
+
+def peer_prompts(tokenizer, shape: PeerShape = FULL_PEERS, vocab_size: int | None = None,
+                 seed: int = 0) -> list[list[int]]:
+    """The chat prompts as token ids (chat template applied), or random ids without
+    a tokenizer (the tiny test model): lengths 16–48."""
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        rng = np.random.default_rng(seed)
+        return [rng.integers(2, vocab_size, size=int(rng.integers(16, 49))).tolist()
+                for _ in range(shape.num_requests)]
+    return [chat_prompt_ids(tokenizer, q) for q in chat_questions(shape.num_requests)]
+
+
+def planned_runs(config) -> int:
+    return config.rounds * (6 if config.vllm_python else 5)
+
 
 def run_minillm(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> dict:
     start = time.perf_counter()
-    trace = run_specs(llm, specs, prompts)
+    trace = run_workload(llm, specs, prompts)
     elapsed = time.perf_counter() - start
     produced = [trace.requests[s.request_id].output_len for s in specs]
-    return _result(elapsed, [s.output_len for s in specs], produced, sum(produced))
+    return peer_result(elapsed, [s.output_len for s in specs], produced, sum(produced))
 
-
-# ------------------------------------------------------------------ transformers generate
-
-@contextlib.contextmanager
-def eos_disabled(model):
-    """Let `generate` run to max_new_tokens: no EOS stopping, and no EOS masking either
-    (min_new_tokens would change which tokens are chosen; this changes nothing but the
-    stop rule — the same as minillm's and vLLM's ignore_eos)."""
-    saved = model.generation_config.eos_token_id
-    model.generation_config.eos_token_id = None
-    try:
-        yield
-    finally:
-        model.generation_config.eos_token_id = saved
-
-
-@torch.inference_mode()
-def hf_generate_static(model, prompts: list[list[int]], lens: list[int], batch_size: int,
-                       pad_id: int) -> dict:
-    """Padded static batches with `model.generate` (greedy, left padding)."""
-    produced, computed = [], 0
-    start = time.perf_counter()
-    with eos_disabled(model):
-        for i in range(0, len(prompts), batch_size):
-            batch, want = prompts[i:i + batch_size], lens[i:i + batch_size]
-            width = max(len(p) for p in batch)
-            ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in batch])   # [b, width]
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
-                                 max_new_tokens=max(want), pad_token_id=pad_id)
-            new = out.shape[1] - width               # every row ran to the batch's longest
-            produced += [min(new, n) for n in want]  # the useful part of each row
-            computed += new * len(batch)
-            if new != max(want):
-                raise RuntimeError(f"generate made {new} tokens, expected {max(want)}")
-    return _result(time.perf_counter() - start, lens, produced, computed)
-
-
-# ------------------------------------------------------------------ transformers CB
-
-HF_PAGE = 32            # tokens per page of transformers' paged cache
-
-@torch.inference_mode()
-def hf_continuous(model, prompts: list[list[int]], lens: list[int], max_concurrent: int) -> dict:
-    """transformers' ContinuousBatchingManager with a per-request max_new_tokens."""
-    from transformers import ContinuousBatchingConfig, GenerationConfig
-    gen = GenerationConfig(do_sample=False, max_new_tokens=max(lens), eos_token_id=-1,
-                           pad_token_id=0)
-    # Size the paged cache for the workload: left alone it takes 90% of the free RAM.
-    longest = max(len(p) + n for p, n in zip(prompts, lens))
-    cb = ContinuousBatchingConfig(max_requests_per_batch=max_concurrent, page_size=HF_PAGE,
-                                  num_blocks=max_concurrent * -(-longest // HF_PAGE) + 2,
-                                  max_batch_tokens=2048, allow_block_sharing=False)
-    manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
-    manager.start()
-    try:
-        start = time.perf_counter()
-        for i, (p, n) in enumerate(zip(prompts, lens)):
-            manager.add_request(p, request_id=f"r{i}", max_new_tokens=n, eos_token_id=-1)
-        done = {}
-        while len(done) < len(prompts):
-            result = manager.get_result(timeout=1)
-            if result is None:
-                if not manager.is_running():
-                    raise RuntimeError("transformers' batching thread stopped early")
-                continue
-            if result.is_finished():
-                if result.error:
-                    raise RuntimeError(f"transformers CB failed: {result.error}")
-                done[result.request_id] = len(result.generated_tokens)
-        elapsed = time.perf_counter() - start
-    finally:
-        manager.stop(block=True)
-        manager.destroy()
-    produced = [done[f"r{i}"] for i in range(len(prompts))]
-    return _result(elapsed, lens, produced, sum(produced))
-
-
-# ------------------------------------------------------------------ vLLM (other process)
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
 MARK = "@@bench@@ "
@@ -170,7 +118,7 @@ class VllmWorker:
         self.proc.stdin.write(json.dumps({"cmd": "run", "prompts": prompts, "max_tokens": lens}) + "\n")
         self.proc.stdin.flush()
         reply = self._read()
-        return _result(reply["elapsed_s"], lens, reply["output_lens"], sum(reply["output_lens"]))
+        return peer_result(reply["elapsed_s"], lens, reply["output_lens"], sum(reply["output_lens"]))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -197,24 +145,20 @@ def vllm_status(python: str | None) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ the comparison
-
-def peers(bench) -> dict:
+def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list]:
+    """({name: runner} warmed up, {name: why skipped}, the vLLM workers to close)."""
     cfg = bench.config
-    shape = wl.QUICK_PEERS if cfg.quick else wl.FULL_PEERS
-    prompts = wl.peer_prompts(bench.tokenizer, shape, bench.vocab_size, cfg.seed)
-    lens = wl.peer_output_lengths(shape, cfg.seed)
-    specs = [RequestSpec(f"chat-{i}", len(p), n, n) for i, (p, n) in enumerate(zip(prompts, lens))]
-    blocks = kv_blocks_for(specs, cfg.max_num_seqs)
     n = cfg.max_num_seqs
+    warm = [2] * min(n, len(prompts))                     # output lengths of the warm-up runs
     runners, skipped, workers = {}, {}, []
+    blocks = kv_blocks_for(specs, n)
     for mode, llm in bench.mode_llms(("static", "continuous", "chunked"), blocks).items():
         warm_up(llm, prompts[:n])
         runners[f"minillm {mode}"] = partial(run_minillm, llm, specs, prompts)
     hf = bench.hf_model.to(bench.dtype)
     pad = bench.tokenizer.pad_token_id if bench.tokenizer is not None else 0
     pad = 0 if pad is None else pad
-    hf_generate_static(hf, prompts[:n], [2] * min(n, len(prompts)), n, pad)          # warm-up
+    hf_generate_static(hf, prompts[:n], warm, n, pad)
     runners["transformers generate"] = partial(hf_generate_static, hf, prompts, lens, n, pad)
     runners["transformers CB"] = partial(hf_continuous, hf, prompts, lens, n)
     reason = vllm_status(cfg.vllm_python)
@@ -222,23 +166,34 @@ def peers(bench) -> dict:
         worker = VllmWorker(cfg.vllm_python, str(_model_dir(cfg.model)), n, cfg.dtype,
                             cfg.threads, Path(cfg.out) / "vllm-worker.log")
         workers.append(worker)
-        worker.run(prompts[:n], [2] * min(n, len(prompts)))                           # warm-up
+        worker.run(prompts[:n], warm)
         runners["vLLM"] = partial(worker.run, prompts, lens)
     else:
         skipped["vLLM"] = reason
+    return runners, skipped, workers
+
+
+def run(bench) -> dict:
+    """Every contender on the same chat workload, alternating rounds."""
+    cfg = bench.config
+    shape = QUICK_PEERS if cfg.quick else FULL_PEERS
+    prompts = peer_prompts(bench.tokenizer, shape, bench.vocab_size, cfg.seed)
+    lens = peer_output_lengths(shape, cfg.seed)
+    specs = [RequestSpec(f"chat-{i}", len(p), n, n) for i, (p, n) in enumerate(zip(prompts, lens))]
+    runners, skipped, workers = contenders(bench, specs, prompts, lens)
     try:
         results = alternate(runners, cfg.rounds, on_run=bench.tick)
     finally:
         for worker in workers:
             worker.close()
     gc.collect()
-    base = "minillm continuous"
-    ratios = {f"{base} / {other}": summary(paired_ratios(results, base, other, "tokens_per_s"))
-              for other in results if other != base}
+    ratios = {f"{BASE} / {other}": summary(paired_ratios(results, BASE, other, "tokens_per_s"))
+              for other in results if other != BASE}
     return {"workload": {"num_requests": len(prompts), "output_tokens": sum(lens),
                          "prompt_tokens": sum(len(p) for p in prompts), "output_max": max(lens),
                          "output_median": median(lens), "shape": vars(shape),
-                         "max_num_seqs": n, "threads": cfg.threads, "dtype": cfg.dtype},
+                         "max_num_seqs": cfg.max_num_seqs, "threads": cfg.threads,
+                         "dtype": cfg.dtype},
             "runs": results, "medians": {k: median([r["tokens_per_s"] for r in v])
                                          for k, v in results.items()},
             "ratios": ratios, "skipped": skipped,
@@ -253,8 +208,38 @@ def _model_dir(model) -> Path:
     return model_cache_dir() / name if name in KNOWN_MODELS else Path(name)
 
 
-def planned_runs(config) -> int:
-    return config.rounds * (6 if config.vllm_python else 5)
+def text(r: dict) -> str:
+    w = r["workload"]
+    head = (f"Peers — {w['num_requests']} chat prompts, {w['output_tokens']:,} output tokens "
+            f"(median {w['output_median']:.0f}, max {w['output_max']}), EOS ignored, "
+            f"{w['max_num_seqs']} concurrent, {w['dtype']}, {w['threads']} threads")
+    rows = [[name, num(r["medians"][name]), f"{median([x['elapsed_s'] for x in runs]):.1f} s",
+             pct(1 - runs[0]["useful_tokens"] / runs[0]["computed_tokens"])]
+            for name, runs in r["runs"].items()]
+    lines = [head, table(["engine", "useful tokens/s", "wall time", "wasted compute"], rows)]
+    lines += [ratio_line(name, s, TARGETS.get(name)) for name, s in r["ratios"].items()]
+    lines += [f"{k}: {v}" for k, v in r["skipped"].items()]
+    return "\n".join(lines)
+
+
+def plot(r: dict, path) -> None:
+    """Useful tokens/s per contender, horizontal bars (median) and dots (rounds)."""
+    fig, ax = figure(1, width=7.5)
+    names = list(r["runs"])
+    palette = {"minillm static": COLORS["static"], "minillm continuous": COLORS["continuous"],
+               "minillm chunked": COLORS["chunked"]}
+    colors = [palette.get(n, COLORS["waiting"] if "transformers" in n else COLORS["preempt"])
+              for n in names]
+    for i, name in enumerate(names):
+        values = [run["tokens_per_s"] for run in r["runs"][name]]
+        ax.barh(i, median(values), color=colors[i], alpha=0.85)
+        ax.scatter(values, [i] * len(values), color=COLORS["text"], s=12, zorder=3)
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("useful generated tokens / s (bars: median, dots: rounds)")
+    ax.set_title(f"{r['workload']['num_requests']} chat prompts, {r['workload']['max_num_seqs']} "
+                 f"concurrent, {r['workload']['dtype']}, {r['workload']['threads']} threads")
+    save(fig, path)
 
 
 if __name__ == "__main__":          # pragma: no cover

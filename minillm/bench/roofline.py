@@ -35,8 +35,8 @@ def measure_bandwidth(num_bytes: int = 256 << 20, repeats: int = 10) -> dict:
 
     A copy reads `num_bytes` and writes `num_bytes`, so we count 2 × num_bytes moved
     (the STREAM "copy" convention). Both tensors are touched once before timing so
-    page faults are not measured. The buffers are much larger than the 32 MiB L3
-    cache, so the copy runs from DRAM.
+    page faults are not measured. Use buffers much larger than the CPU's last-level
+    cache, so that the copy runs from DRAM.
     """
     src = torch.ones(num_bytes // 4, dtype=torch.float32)
     dst = torch.empty_like(src)

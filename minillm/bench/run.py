@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import platform
 import time
 from pathlib import Path
 
-from minillm.bench import experiments, report
+import numpy as np
+
+from minillm.bench.common import Bench, BenchConfig
+from minillm.bench.registry import EXPERIMENTS, PEERS
 
 
-def machine_info(config) -> dict:
+def machine_info(config: BenchConfig) -> dict:
     import torch
     cpu = platform.processor() or "unknown"
     try:
@@ -30,45 +35,70 @@ def load_average() -> list[float]:
         return []
 
 
-def run_bench(config: experiments.BenchConfig, echo=print) -> dict:
+def chosen(config: BenchConfig) -> dict:
+    """{name: experiment module} in run order: the chosen experiments, then the peers."""
+    names = tuple(EXPERIMENTS) if config.experiments is None else config.experiments
+    modules = {name: EXPERIMENTS[name] for name in names}
+    return {**modules, **(PEERS if config.peers else {})}
+
+
+def run_bench(config: BenchConfig, echo=print) -> dict:
     """Run everything `config` asks for; returns the results dict (also written as JSON)."""
     from tqdm.auto import tqdm
-    from minillm.bench import peers as peers_mod
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    bench = experiments.Bench(config)
-    names = list(config.experiments) + (["peers"] if config.peers else [])
-    total = bench.planned_runs() + (peers_mod.planned_runs(config) if config.peers else 0)
+    bench = Bench(config)
+    modules = chosen(config)
+    total = sum(module.planned_runs(config) for module in modules.values())
     results = {"config": {k: (v if isinstance(v, (int, float, str, bool, type(None), tuple, list))
                               else type(v).__name__) for k, v in vars(config).items()},
                "machine": machine_info(config), "load_average_start": load_average()}
     started = time.perf_counter()
     with tqdm(total=total, desc="bench", unit="run", disable=not config.progress) as bar:
         bench.bar = bar
-        for name in names:
+        for name, module in modules.items():
             bar.set_description(f"bench: {name}")
-            fn = peers_mod.peers if name == "peers" else experiments.RUNNERS[name]
-            results[name] = fn(bench)
+            results[name] = module.run(bench)
     results["load_average_end"] = load_average()
     results["wall_s"] = time.perf_counter() - started
-    _write(results, names, out, echo)
+    write(results, modules, out, echo)
     return results
 
 
-def _write(results: dict, names: list[str], out: Path, echo) -> None:
+def write(results: dict, modules: dict, out: Path, echo) -> None:
+    """Print every table; write `<name>.png`, `bench.json` and the detached JSON files."""
     cfg, machine = results["config"], results["machine"]
     echo(f"\nminillm bench — model {cfg['model']}, {cfg['dtype']}, {machine['threads']} threads on "
          f"{machine['cpu']} ({machine['cores']} cores), {cfg['rounds']} round(s) alternating, "
          f"medians\nload average (1/5/15 min): {results['load_average_start']} at start, "
          f"{results['load_average_end']} at end; {results['wall_s']:.0f} s in all\n")
-    for name in names:
-        echo(report.TEXT[name](results[name]) + "\n")
-        if name in report.PLOTS:
-            report.PLOTS[name](results[name], out / f"{name}.png")
-    traces = results.get("throughput", {}).pop("traces", None)
-    if traces:
-        report.write_json(out / "throughput-traces.json", traces)
-    report.write_json(out / "bench.json", results)
-    if traces:
-        results["throughput"]["traces"] = traces
-    echo(f"written: {out}/bench.json and " + ", ".join(f"{n}.png" for n in names if n in report.PLOTS))
+    plotted = [name for name, module in modules.items() if module.plot is not None]
+    detached = {}                                  # (name, key) → the part taken out
+    for name, module in modules.items():
+        echo(module.text(results[name]) + "\n")
+        if module.plot is not None:
+            module.plot(results[name], out / f"{name}.png")
+        for key, filename in getattr(module, "DETACHED", {}).items():
+            detached[name, key] = results[name].pop(key)
+            write_json(out / filename, detached[name, key])
+    write_json(out / "bench.json", results)
+    for (name, key), part in detached.items():     # the caller gets the whole result back
+        results[name][key] = part
+    echo(f"written: {out}/bench.json and " + ", ".join(f"{n}.png" for n in plotted))
+
+
+def _clean(obj):
+    """NaN → None and numpy scalars → Python numbers, recursively (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(_clean(data), indent=1))

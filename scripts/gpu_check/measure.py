@@ -144,7 +144,7 @@ def make_bench(ctx, quick: bool, rounds: int):
     """
     import os
     import torch
-    from minillm.bench import Bench, BenchConfig
+    from minillm.bench.common import Bench, BenchConfig
     from minillm.device import resolve_device, resolve_dtype
     from minillm.tiny_llama import build_tiny_llama
     dtype = resolve_dtype(None, resolve_device(None))
@@ -162,49 +162,30 @@ def model_label(ctx) -> str:
     return "SmolLM2-135M" if ctx.gpu else "tiny random Llama (CPU mode: plumbing only)"
 
 
-def decode_steps(bench, llm, batch: int, context: int, steps: int) -> float:
-    """Median seconds of the decode-only steps of `batch` sequences at ~`context` tokens."""
-    from minillm.bench.ab import median
-    from minillm.bench.engine_runs import run_specs
-    from minillm.workload import RequestSpec
-    n = steps + 2                          # first token (prefill), one warm decode, `steps`
-    specs = [RequestSpec(f"b{batch}-{i}", context, n, n) for i in range(batch)]
-    trace = run_specs(llm, specs, bench.prompts(specs))
-    decode = [s.duration for s in trace.steps
-              if len(s.scheduled) == batch and s.num_prefill_tokens == 0][1:]
-    return median(decode)                  # NaN (null in the JSON) if there were none
-
-
 def decode_curve(ctx) -> dict:
     """Decode tokens/s at batch 1, 2, 4, ..., 64 (CPU: 1, 2, 4), beside the roofline."""
-    from minillm.bench import report
-    from minillm.bench.ab import median
-    from minillm.bench.engine_runs import warm_up
-    from minillm.bench.roofline import ceiling, decode_cost
+    from minillm.bench import step_time
+    from minillm.bench.common import warm_up
+    from minillm.bench.roofline import decode_cost
     batches = (1, 2, 4, 8, 16, 32, 64) if ctx.gpu else (1, 2, 4)
     context, steps, rounds = (128, 8, 3) if ctx.gpu else (16, 3, 1)
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=rounds)
     llm = bench.make_llm(max_num_seqs=max(batches),
                          num_kv_blocks=max(batches) * ((context + steps + 2) // 16 + 2))
     warm_up(llm, bench.prompts([_spec(context)] * 2))
-    timings = {b: [decode_steps(bench, llm, b, context, steps) for _ in range(rounds)] for b in batches}
+    # median of the decode-only steps; NaN (null in the JSON) if there were none
+    timings = {b: [step_time.decode_step_time(bench, llm, b, context, steps)["step_s"]
+                   for _ in range(rounds)] for b in batches}
     bandwidth, matmul = roofs(ctx, bench.dtype)
     cost = decode_cost(llm.model)
     mean_context = context + 1 + steps // 2
-    rows = []
-    for b in batches:
-        step_s = median(timings[b])
-        roof = ceiling(cost, b, mean_context, bandwidth["best_gb_s"], matmul["best_gflop_s"])
-        rows.append({"batch": b, "step_s": step_s, "tokens_per_s": b / step_s, "rounds": timings[b],
-                     "ceiling_step_s": roof["step_s"], "ceiling_tokens_per_s": roof["tokens_per_s"],
-                     "bound": roof["bound"], "memory_s": roof["memory_s"],
-                     "compute_s": roof["compute_s"], "x_ceiling": step_s / roof["step_s"]})
+    rows = step_time.ceiling_rows(timings, cost, mean_context, bandwidth, matmul)
     result = {"context": mean_context, "bandwidth": bandwidth, "matmul": matmul,
               "decode_cost": cost.to_dict(), "rows": rows, "dtype": bench.config.dtype,
               "model": model_label(ctx),
               "engine": {k: llm.trace.config.get(k) for k in ("device", "attention_backend", "dtype")}}
-    print(report.TEXT["step_time"](result))
-    report.PLOTS["step_time"](result, plots_dir(ctx) / "decode_curve.png")
+    print(step_time.text(result))
+    step_time.plot(result, plots_dir(ctx) / "decode_curve.png")
     del llm
     gc.collect()
     engine = result["engine"]
@@ -252,12 +233,12 @@ def _spec(prompt_len: int):
 
 def throughput(ctx) -> dict:
     """Continuous vs static (and chunked) on the bench's skewed burst; the step-count ideal."""
-    from minillm.bench import experiments, report
+    from minillm.bench import throughput as experiment
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=comparison_rounds())
-    result = experiments.throughput(bench)
+    result = experiment.run(bench)
     result["model"] = model_label(ctx)
-    print(report.TEXT["throughput"](result))
-    report.PLOTS["throughput"](result, plots_dir(ctx) / "throughput.png")
+    print(experiment.text(result))
+    experiment.plot(result, plots_dir(ctx) / "throughput.png")
     result.pop("traces")                             # large; the plot above used them
     steps = {mode: result["medians"][mode]["num_steps"] for mode in ("static", "continuous")}
     ideal = steps["static"] / steps["continuous"]
@@ -277,12 +258,12 @@ def throughput(ctx) -> dict:
 
 def chunked(ctx) -> dict:
     """P99 inter-token latency and P50 TTFT without and with chunked prefill."""
-    from minillm.bench import experiments, report
+    from minillm.bench import chunked as experiment
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=comparison_rounds())
-    result = experiments.chunked(bench)
+    result = experiment.run(bench)
     result["model"] = model_label(ctx)
-    print(report.TEXT["chunked"](result))
-    report.PLOTS["chunked"](result, plots_dir(ctx) / "chunked.png")
+    print(experiment.text(result))
+    experiment.plot(result, plots_dir(ctx) / "chunked.png")
     itl_cut = result["ratios"]["itl_p99"]["median"]            # no chunking / chunked
     ttft_growth = 1.0 / result["ratios"]["ttft_p50"]["median"]  # chunked / no chunking
     return {"checks": [passed("chunked", f"chunking divides P99 ITL by {itl_cut:.2f}; "
