@@ -188,6 +188,14 @@ def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
         assert r["max_logit_diff"] < 1e-3                     # the same forward pass, any layout
 
 
+def test_history_flags_are_checked():
+    from minillm.bench.history import parse_args
+    for argv in (["HEAD", "HEAD"], ["HEAD", "--rounds", "0"], ["HEAD", "--batch", "x"]):
+        with pytest.raises(SystemExit):
+            parse_args(argv)
+    assert parse_args(["29b225f", "."]).commits == ["29b225f", "."]
+
+
 def test_wrong_token_counts_are_refused():
     trace = Trace(requests={"a": RequestRecord("a", 0.0, 3, 5, output_len=4)})
     with pytest.raises(RuntimeError, match="wrong number of tokens"):

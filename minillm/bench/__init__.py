@@ -3,8 +3,8 @@
 One run, one seeded workload per question, every contender measured in the same run
 (alternating, medians), every number written to `bench-results/` (JSON + PNG):
 
-    python -m minillm.bench                 the engine on its own (about 10 minutes)
-    python -m minillm.bench --quick         small workloads, one round (about a minute)
+    python -m minillm.bench                 the engine on its own, full workloads, 3 rounds
+    python -m minillm.bench --quick         small workloads, one round: a first look
     python -m minillm.bench --peers         minillm vs transformers (and vLLM, if given)
     python -m minillm.bench --out DIR --rounds 5 --only throughput,step_time
     python -m minillm.bench serve ...       load generator for a running server (serve/)

@@ -132,7 +132,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--model", default="smollm2-135m")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if len(set(args.commits)) != len(args.commits):
+        parser.error(f"a commit is named twice in {args.commits}")
+    return args
 
 
 def main(argv=None) -> int:
