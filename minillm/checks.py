@@ -16,22 +16,34 @@ import numbers
 from collections.abc import Iterable
 
 
+INT64_MAX = 2**63 - 1     # every int the engine keeps must fit a tensor / a seed
+
+
 def check_int(name: str, value, minimum: int | None = None, hint: str = "") -> int:
-    """An integer (bool is not one), at least `minimum` when given."""
+    """An integer (bool is not one; numpy integers are, and come back as `int`), at least
+    `minimum` when given, and within 64 bits."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}{_hint(hint)}")
+    if abs(value) > INT64_MAX:
+        raise ValueError(f"{name} must fit in 64 bits (|{name}| <= {INT64_MAX}), "
+                         f"got {_short(value)}")
     return value
 
 
 def check_number(name: str, value, minimum: float | None = None, *, above: bool = False,
                  hint: str = "") -> float:
-    """A finite real number (bool is not one); >= `minimum`, or > it with `above=True`."""
+    """A finite real number (bool is not one), returned as `float`; >= `minimum`, or > it
+    with `above=True`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} must be a finite number, got {_short(value)}: it is "
+                         "beyond float range") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value}{_hint(hint)}")
     if minimum is not None and (value <= minimum if above else value < minimum):
@@ -59,6 +71,11 @@ def check_int_list(name: str, values) -> list[int]:
         hint = " (a tensor or array: call .tolist() first)" if hasattr(values, "tolist") else ""
         raise TypeError(f"{name} must be a list of ints, got {type(values).__name__}{hint}")
     return [check_int(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:10]}…({len(text)} digits)"
 
 
 def _hint(hint: str) -> str:

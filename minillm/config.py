@@ -59,18 +59,20 @@ class EngineConfig:
     record_block_tables: bool = False       # the Trace keeps every step's block tables
 
     def __post_init__(self) -> None:
-        from minillm.scheduler import PREEMPTION_MODES
+        from minillm.scheduler import PREEMPTION_MODES, StaticScheduler
         from minillm.scheduler.policies import resolve_policy
         scheduler_cls = self.scheduler_class        # checks `scheduling`
-        check_int("max_num_seqs", self.max_num_seqs, 1, hint="it is the number of batch slots")
+        keep = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
+        keep("max_num_seqs", check_int("max_num_seqs", self.max_num_seqs, 1,
+                                       hint="it is the number of batch slots"))
         for name in ("max_num_batched_tokens", "num_kv_blocks", "kv_cache_memory",
                      "max_trace_steps"):
             if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1, hint="or None for the default")
+                keep(name, check_int(name, getattr(self, name), 1, hint="or None for the default"))
         if self.max_model_len is not None:
-            check_int("max_model_len", self.max_model_len, 2,
-                      hint="a request needs one prompt token and room for one more")
-        check_int("block_size", self.block_size, 1)
+            keep("max_model_len", check_int("max_model_len", self.max_model_len, 2,
+                                            hint="a request needs one prompt token and room for one more"))
+        keep("block_size", check_int("block_size", self.block_size, 1))
         if self.num_kv_blocks is not None and self.kv_cache_memory is not None:
             raise ValueError("give num_kv_blocks or kv_cache_memory, not both "
                              f"(got {self.num_kv_blocks} blocks and {self.kv_cache_memory} bytes)")
@@ -78,24 +80,28 @@ class EngineConfig:
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_bool("record_block_tables", self.record_block_tables)
         resolve_policy(self.policy)
-        check_number("aging_rate", self.aging_rate, 0.0)
+        keep("aging_rate", check_number("aging_rate", self.aging_rate, 0.0))
         if self.aging_rate and self.policy == "fcfs" and isinstance(self.scheduling, str):
             # (a Scheduler subclass of your own may read aging_rate in its own order_key)
             raise ValueError(f"aging_rate={self.aging_rate} has no effect with policy='fcfs': "
                              "use policy='priority' or 'shortest', or drop aging_rate")
         check_choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
         if self.num_swap_blocks is not None:
-            check_int("num_swap_blocks", self.num_swap_blocks, 0)
+            keep("num_swap_blocks", check_int("num_swap_blocks", self.num_swap_blocks, 0))
             if self.num_swap_blocks and self.preemption_mode != "swap":
                 raise ValueError(f"num_swap_blocks={self.num_swap_blocks} only applies to "
                                  "preemption_mode='swap': set that, or drop num_swap_blocks")
+        if self.enable_chunked_prefill and issubclass(scheduler_cls, StaticScheduler):
+            raise ValueError("enable_chunked_prefill needs iteration-level scheduling: a static "
+                             "batch prefills whole prompts in its first step. Use "
+                             "scheduling='continuous' (or 'static+paged'), or drop it")
         if self.enable_prefix_caching and getattr(scheduler_cls, "kv_layout", "paged") != "paged":
             raise ValueError(f"enable_prefix_caching shares paged blocks, but scheduling="
                              f"{self.scheduling_name!r} reserves contiguous ones: use "
                              "scheduling='continuous' (or 'static+paged')")
         self._check_speculative(scheduler_cls)
         self._check_model_side()
-        check_int("seed", self.seed)
+        keep("seed", check_int("seed", self.seed))
 
     # ------------------------------------------------------------------ checks
     def _check_speculative(self, scheduler_cls) -> None:
@@ -172,8 +178,9 @@ class EngineConfig:
         swap = self.num_swap_blocks
         if swap is None:
             swap = num_kv_blocks if self.preemption_mode == "swap" else 0
+        # the KV budget is now a block count; kv_cache_memory has done its job
         return replace(self, max_model_len=max_model_len, max_num_batched_tokens=budget,
-                       num_kv_blocks=int(num_kv_blocks), num_swap_blocks=swap)
+                       num_kv_blocks=int(num_kv_blocks), kv_cache_memory=None, num_swap_blocks=swap)
 
     def to_dict(self) -> dict:
         """Plain values for the Trace and JSON (the scheduler by its name)."""

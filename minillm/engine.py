@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import bisect
 import contextlib
+import math
 import time
 
 from minillm.checks import check_int, check_number
@@ -41,6 +42,8 @@ MAX_ARRIVAL_DELAY = 24 * 3600.0   # seconds: an arrival further ahead is surely 
 
 class Runner(abc.ABC):
     """What the engine needs from whatever executes a step (`ModelRunner`, `SimRunner`)."""
+
+    max_idle_wait = math.inf   # seconds an idle step() waits at most (a real clock: short)
 
     @abc.abstractmethod
     def now(self) -> float:
@@ -187,7 +190,11 @@ class LLMEngine:
         if self.tokenizer is None:
             raise ValueError("this model has no tokenizer: pass {'prompt_token_ids': [...]} "
                              "instead of text")
-        return list(self.tokenizer(text).input_ids)
+        ids = list(self.tokenizer(text).input_ids)
+        if any(not 0 <= t < self.vocab_size for t in ids):
+            raise ValueError(f"the tokenizer gave ids outside the model's vocabulary "
+                             f"(0..{self.vocab_size - 1}): it does not belong to this model")
+        return ids
 
     def _checked_ids(self, token_ids) -> list[int]:
         from minillm.checks import check_int_list
@@ -204,6 +211,8 @@ class LLMEngine:
         During a step (a callback, another thread) the abort is applied when the step
         ends, so the step never sees a sequence vanish under it.
         """
+        if not isinstance(request_id, str):
+            raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id not in self._live:
             return False
         if self._in_step:
@@ -255,9 +264,14 @@ class LLMEngine:
             if not self.scheduler.has_unfinished():
                 if not self._pending:
                     return []
-                self.runner.wait_until(self._pending[0].arrival_time)   # idle until the next arrival
+                # idle until the next arrival — in slices, so an abort is not kept waiting
+                due = self._pending[0].arrival_time
+                self.runner.wait_until(min(due, now + self.runner.max_idle_wait))
+                self._apply_deferred_aborts()          # an abort during the wait wins
                 now = self.runner.now()
                 self._admit_arrivals(now)
+                if not self.scheduler.has_unfinished():
+                    return []
             outputs = self._propose_drafts(now)
             plan = self.scheduler.schedule(now)
             if plan.is_empty:
@@ -277,10 +291,15 @@ class LLMEngine:
         try:
             yield
         finally:
+            self._apply_deferred_aborts()
             self._in_step = False
-            aborts, self._deferred_aborts = self._deferred_aborts, []
-            for request_id in aborts:
-                self.abort_request(request_id)
+
+    def _apply_deferred_aborts(self) -> None:
+        in_step, self._in_step = self._in_step, False
+        aborts, self._deferred_aborts = self._deferred_aborts, []
+        for request_id in aborts:
+            self.abort_request(request_id)
+        self._in_step = in_step
 
     def _check_progress(self, plan: SchedulerOutput) -> None:
         """An empty plan is legal only right after a preemption (nobody joins in that step);

@@ -167,6 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.all and not args.lesson:
         parser.error("give a lesson number, or --all")
+    if args.all and args.lesson:
+        parser.error(f"give a lesson number ({args.lesson}) or --all, not both")
+    if args.out:                                   # checked before minutes of grading
+        out = Path(args.out)
+        if out.suffix not in (".csv", ".json"):
+            parser.error(f"--out {args.out!r} must end in .csv or .json")
+        if not out.parent.resolve().is_dir():
+            parser.error(f"--out {args.out!r}: the folder {str(out.parent)!r} does not exist")
     lessons = lessons_with_exercises() if args.all else [args.lesson]
     everything = []
     for lesson in lessons:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import warnings
 
 import torch
@@ -48,6 +49,10 @@ class LLM:
         """`model`: a known name ("smollm2-135m"), a local Hugging Face folder, or a
         transformers Llama model object. `knobs`: the fields of `EngineConfig`."""
         config = EngineConfig.from_kwargs(knobs)
+        if tokenizer is not None and not (callable(tokenizer) and hasattr(tokenizer, "decode")):
+            raise TypeError("tokenizer must be a tokenizer object (callable, with .decode), e.g. "
+                            "transformers.AutoTokenizer.from_pretrained(local_folder), or None "
+                            f"for the model's own; got {tokenizer!r:.60}")
         self.device = resolve_device(config.device)
         dtype = _torch_dtype(config.dtype, self.device)
         backend_name = resolve_backend(config.attention_backend, self.device)
@@ -98,6 +103,9 @@ class LLM:
         prompts = _prompt_list(prompts)
         params = _params_list(sampling_params, len(prompts))
         priorities = _priority_list(priority, len(prompts))
+        if any(priorities) and self.config.policy in ("fcfs", "shortest"):
+            raise ValueError(f"priority was given, but policy={self.config.policy!r} ignores it: "
+                             "create the LLM with policy='priority', or drop priority")
         check_bool("use_tqdm", use_tqdm)
         engine = self.llm_engine
         if engine.has_unfinished_requests():
@@ -119,7 +127,8 @@ class LLM:
         finally:
             for seq in seqs:                         # on any error: nothing stays queued
                 engine.abort_request(seq.request_id)
-        outputs = [finished[seq.request_id] for seq in seqs]
+        # a request aborted meanwhile (another thread, a callback) comes back as it stopped
+        outputs = [finished.get(seq.request_id) or engine.make_output(seq) for seq in seqs]
         for i, out in enumerate(outputs):
             if out.error:
                 warnings.warn(f"prompts[{i}] failed inside the engine: {out.error}", stacklevel=2)
@@ -129,12 +138,19 @@ class LLM:
         """One conversation (a list of {"role", "content"} dicts) or a list of them."""
         if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
             raise ValueError("this model's tokenizer has no chat template: use generate()")
+        conversations = _conversations(messages)
         prompts = []
-        for conv in _conversations(messages):
+        for conv in conversations:
             text = self.tokenizer.apply_chat_template(conv, add_generation_prompt=True, tokenize=False)
             ids = self.tokenizer(text, add_special_tokens=False).input_ids
             prompts.append({"prompt_token_ids": list(ids), "prompt": text})
-        return self.generate(prompts, sampling_params, use_tqdm)
+        try:
+            return self.generate(prompts, sampling_params, use_tqdm)
+        except (TypeError, ValueError) as err:           # name what the caller passed
+            one = isinstance(messages[0], dict)
+            text = str(err).replace("prompts[0]: ", "messages: " if one else "conversations[0]: ")
+            text = re.sub(r"prompts\[(\d+)\]", r"conversations[\1]", text)
+            raise type(err)(text.replace(" prompts", " conversations")) from None
 
     def _run_to_completion(self, total: int, use_tqdm: bool) -> dict:
         from tqdm.auto import tqdm

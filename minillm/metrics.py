@@ -46,6 +46,7 @@ import math
 
 import numpy as np
 
+from minillm.checks import check_number
 from minillm.trace import RequestRecord, Trace
 
 PERCENTILES = (50, 90, 99)
@@ -164,7 +165,13 @@ def goodput(trace: Trace, ttft_slo: float | None = None, tpot_slo: float | None 
 # ---------------------------------------------------------------------- summaries
 
 def summarize(trace: Trace, ttft_slo: float | None = None, tpot_slo: float | None = None) -> dict:
-    """Every metric of the module in one flat dict (latencies in seconds)."""
+    """Every metric of the module in one flat dict (latencies in seconds).
+
+    `ttft_slo` / `tpot_slo` (seconds, or None for no limit) define goodput: the share of
+    requests that met both."""
+    for name, slo in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):
+        if slo is not None:
+            check_number(name, slo, 0.0, above=True, hint="seconds, or None for no limit")
     duration = trace.duration
     rate = (lambda x: x / duration) if duration > 0 else (lambda x: float("nan"))
     gen, prompt = generated_tokens(trace), prompt_tokens(trace)

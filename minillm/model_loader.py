@@ -170,7 +170,7 @@ def check_model_name(model: str | os.PathLike) -> str:
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a known name or a folder path, not {type(model).__name__}")
     name = str(model)
-    if name in KNOWN_MODELS or Path(name).expanduser().exists():
+    if name in KNOWN_MODELS or (name.strip() and Path(name).expanduser().exists()):
         return name
     raise ValueError(
         f"Unknown model {name!r}: it is neither a known name nor an existing path. "

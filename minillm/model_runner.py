@@ -22,6 +22,7 @@ from minillm.sampler import Sampler
 
 
 class ModelRunner(Runner):
+    max_idle_wait = 0.1      # seconds one idle step() sleeps at most before it returns
     def __init__(self, model, kv_caches, block_size: int, backend, device: torch.device,
                  swap_caches=None):
         self.model = model

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from minillm.checks import check_number
 from minillm.engine import Runner
 from minillm.scheduler import SchedulerOutput
 from minillm.trace import StepRecord, Trace
@@ -82,21 +83,11 @@ def step_features(step: StepRecord) -> tuple[int, int, int, int]:
 class CostModel:
     """Seconds per unit of work; see the module docstring for the formula.
 
-    The defaults approximate SmolLM2-135M in fp32 on a 2-core CPU, from the decode
-    timings in `shared/notes/model-and-peers.md` (transformers, 128 tokens of
-    context): 37 ms at batch 1, 71 ms at 16, 103 ms at 32, 178 ms at 64. A straight
-    line through the batch 16–64 points gives ≈ 34 ms of fixed cost plus ≈ 2.2 ms per
-    decode row; we split the per-row cost into 2.0 ms per row + 2 µs per context
-    token (128 tokens ≈ 0.26 ms), which reproduces 37 / 71 / 106 / 178 ms. (Batches of
-    2–8 measured ≈ 57 ms — the BLAS library switches kernels — which no straight line
-    captures.) The prefill cost per prompt token (1.5 ms) is an estimate: the same
-    matmuls as a decode row, done in bulk, without the logits row. Run `calibrate` on a
+    The defaults approximate SmolLM2-135M in fp32 on the course's 2-core CPU: a fixed
+    cost per step, a cost per decode row and per context token fitted to decode step
+    times at batch 1–64, and an estimated cost per prefill token (how they were measured
+    is in `minillm/PERFORMANCE.md`, "The simulator's cost model"). Run `calibrate` on a
     Trace of your own machine to replace all four.
-
-    For comparison, `calibrate` on one Trace of minillm's own engine (SmolLM2, fp32,
-    chunked prefill with a 128-token budget, the 2 cores shared with other work) gave
-    92 ms + 1.6 ms per prefill token + 2.3 ms per decode row + 3.9 µs per context
-    token (R² 0.98 on 59 of 64 steps): the same shape, with more fixed cost per step.
     """
 
     step_overhead: float = 0.035
@@ -107,9 +98,8 @@ class CostModel:
 
     def __post_init__(self) -> None:
         for name in FEATURES:
-            value = getattr(self, name)
-            if not value >= 0:
-                raise ValueError(f"{name} must be >= 0 seconds, got {value!r}")
+            setattr(self, name, check_number(name, getattr(self, name), 0.0,
+                                             hint="seconds per unit of work"))
 
     @property
     def coefficients(self) -> np.ndarray:

@@ -41,6 +41,12 @@ def make_sim_engine(scheduling="continuous", *, cost_model: CostModel | None = N
     `record_block_tables=True` keeps every step's block tables in the Trace.
     """
     check_int("vocab_size", vocab_size, 2, hint="the simulator needs EOS and a filler token")
+    if knobs.get("speculative_config"):
+        raise ValueError("the simulator does not model speculative decoding (what is accepted "
+                         "depends on the real model's tokens): drop speculative_config, or "
+                         "run it on the model with LLM(...)")
+    if cost_model is not None and not isinstance(cost_model, CostModel):
+        raise TypeError(f"cost_model must be a CostModel or None, got {type(cost_model).__name__}")
     if eos_token_id is not None:
         check_int("eos_token_id", eos_token_id, 0)
         if eos_token_id >= vocab_size:
@@ -63,6 +69,11 @@ def add_workload(engine: LLMEngine, workload: list[RequestSpec], ignore_eos: boo
     `max_tokens`, like a real server. A request that can never fit raises ValueError.
     """
     runner = engine.runner
+    if isinstance(workload, RequestSpec) or not isinstance(workload, (list, tuple)):
+        raise TypeError(f"workload must be a list of RequestSpec, got {type(workload).__name__}")
+    for i, spec in enumerate(workload):
+        if not isinstance(spec, RequestSpec):
+            raise TypeError(f"workload[{i}] must be a RequestSpec, got {type(spec).__name__}")
     for spec in workload:
         prompt = {"prompt_token_ids": prompt_token_ids(spec, engine.vocab_size)}
         params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0,
@@ -88,6 +99,8 @@ def run_to_completion(engine: LLMEngine, max_steps: int | None = None) -> Trace:
     `max_steps` guards against a scheduler that never finishes (a bug): it raises
     instead of hanging.
     """
+    if max_steps is not None:
+        check_int("max_steps", max_steps, 1, hint="or None for no limit")
     steps = 0
     while engine.has_unfinished_requests():
         engine.step()

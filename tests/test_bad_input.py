@@ -278,3 +278,141 @@ def test_more_sampling_params_name_their_field(kwargs, error, words):
 def test_every_engine_knob_names_itself(kwargs, error, words):
     with pytest.raises(error, match=words):
         LLM(build_tiny_llama(seed=0), **kwargs)
+
+
+# ---------------------------------------------------------------------- held-out cases
+# (a red-team pass over the public API found these after the first round of fixes)
+
+@pytest.mark.unit
+def test_kv_cache_memory_alone_sizes_the_cache():
+    """It used to fail with 'not both' although only kv_cache_memory was given."""
+    from minillm.simulate import make_sim_engine
+    assert LLM(build_tiny_llama(seed=0), kv_cache_memory=1 << 20).config.num_kv_blocks == 128
+    assert make_sim_engine(kv_cache_memory=1 << 26).config["num_kv_blocks"] == (1 << 26) // (16 * 46_080)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("make", [
+    lambda: SamplingParams(max_tokens=10**400), lambda: SamplingParams(temperature=10**400),
+    lambda: SamplingParams(top_p=10**400), lambda: SamplingParams(seed=2**70),
+])
+def test_huge_numbers_are_refused_with_their_name(make):
+    with pytest.raises(ValueError, match="max_tokens|temperature|top_p|seed"):
+        make()
+
+
+@pytest.mark.unit
+def test_huge_numbers_at_the_engine_boundary(llm):
+    with pytest.raises(ValueError, match=r"priority\[0\] must fit in 64 bits"):
+        llm.generate(GOOD, greedy(), priority=[10**400], use_tqdm=False)
+    with pytest.raises(ValueError, match="priority must fit in 64 bits"):
+        llm.llm_engine.add_request("x", GOOD, greedy(), priority=10**400)
+    with pytest.raises(ValueError, match="arrival_time must be a finite"):
+        llm.llm_engine.add_request("x", GOOD, greedy(), arrival_time=10**400)
+    with pytest.raises(ValueError, match="aging_rate"):
+        LLM(build_tiny_llama(seed=0), aging_rate=10**400, policy="priority")
+    still_serves(llm)
+
+
+@pytest.mark.unit
+def test_fractions_and_numpy_numbers_are_stored_as_plain_python(llm):
+    import json
+    from fractions import Fraction
+
+    import numpy as np
+    params = SamplingParams(temperature=Fraction(1, 2), max_tokens=np.int64(3), seed=np.int32(4))
+    assert (type(params.temperature), type(params.max_tokens), type(params.seed)) == (float, int, int)
+    out = llm.generate(GOOD, params, use_tqdm=False)[0]
+    assert out.error is None and len(out.outputs[0].token_ids) == 3
+    json.loads(llm.trace.to_json())                      # no numpy scalar left to choke on
+    engine = LLM(build_tiny_llama(seed=0), max_num_seqs=np.int64(2), block_size=np.int32(4))
+    assert type(engine.config.max_num_seqs) is int
+
+
+@pytest.mark.unit
+def test_a_misspelt_sampling_field_is_an_error_that_suggests_the_right_one():
+    params = SamplingParams()
+    with pytest.raises(AttributeError, match="did you mean 'max_tokens'"):
+        params.max_token = 3
+    with pytest.raises(TypeError, match="'stop': vLLM has it.*use stop_token_ids"):
+        SamplingParams(stop=["\n"])
+    with pytest.raises(TypeError, match="did you mean 'temperature'"):
+        SamplingParams(temprature=0.5)
+
+
+@pytest.mark.unit
+def test_priority_is_refused_where_the_policy_ignores_it(llm):
+    """vLLM raises too: a priority under FCFS would be silently meaningless."""
+    with pytest.raises(ValueError, match="policy='fcfs' ignores it"):
+        llm.generate([GOOD, GOOD], greedy(), priority=[5, -5], use_tqdm=False)
+    still_serves(llm)
+
+
+@pytest.mark.unit
+def test_more_engine_arguments_are_checked_before_anything_loads():
+    from minillm.scheduler import Scheduler
+    with pytest.raises(ValueError, match="is abstract"):
+        LLM(build_tiny_llama(seed=0), scheduling=Scheduler)
+    with pytest.raises(TypeError, match="tokenizer must be a tokenizer object"):
+        LLM(build_tiny_llama(seed=0), tokenizer="gpt2")
+    with pytest.raises(ValueError, match="Unknown model ''"):
+        LLM("")
+    with pytest.raises(ValueError, match="enable_chunked_prefill needs iteration-level"):
+        LLM(build_tiny_llama(seed=0), scheduling="static", enable_chunked_prefill=True)
+
+
+@pytest.mark.unit
+def test_abort_request_checks_its_argument(llm):
+    with pytest.raises(TypeError, match="request_id must be a str"):
+        llm.llm_engine.abort_request(["a"])
+    assert llm.llm_engine.abort_request("never-added") is False
+
+
+class WideTokenizer:
+    """A tokenizer of another model: its ids run past the tiny model's 256."""
+
+    def __call__(self, text, **kwargs):
+        return type("Encoding", (), {"input_ids": [1000 + ord(c) for c in text]})()
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i % 128) for i in ids)
+
+
+@pytest.mark.unit
+def test_a_tokenizer_that_does_not_match_the_model_is_refused_at_the_door():
+    llm = LLM(build_tiny_llama(seed=0), tokenizer=WideTokenizer(), num_kv_blocks=8, block_size=4)
+    with pytest.raises(ValueError, match=r"prompts\[0\]: the tokenizer gave ids outside"):
+        llm.generate("hi", greedy(), use_tqdm=False)
+    still_serves(llm)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("call,error,words", [
+    (lambda: __import__("minillm.simulate", fromlist=["x"]).simulate(
+        [], speculative_config={"num_speculative_tokens": 2}), ValueError, "speculative"),
+    (lambda: __import__("minillm.simulate", fromlist=["x"]).simulate([], cost_model="fast"),
+     TypeError, "cost_model"),
+    (lambda: __import__("minillm.sim_runner", fromlist=["x"]).CostModel(step_overhead=None),
+     TypeError, "step_overhead"),
+    (lambda: __import__("minillm.sim_runner", fromlist=["x"]).CostModel(per_decode_seq=float("inf")),
+     ValueError, "per_decode_seq"),
+    (lambda: __import__("minillm.metrics", fromlist=["x"]).summarize(
+        __import__("minillm.trace", fromlist=["x"]).Trace(), ttft_slo="1"), TypeError, "ttft_slo"),
+    (lambda: __import__("minillm.metrics", fromlist=["x"]).summarize(
+        __import__("minillm.trace", fromlist=["x"]).Trace(), tpot_slo=float("nan")), ValueError,
+     "tpot_slo"),
+])
+def test_simulator_and_metrics_arguments_name_themselves(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+@pytest.mark.unit
+def test_add_workload_and_run_to_completion_check_their_arguments():
+    from minillm.simulate import add_workload, make_sim_engine, run_to_completion
+    from minillm.workload import RequestSpec
+    engine = make_sim_engine()
+    with pytest.raises(TypeError, match="workload must be a list of RequestSpec"):
+        add_workload(engine, RequestSpec("a", 3, 2, 2, 0.0))
+    with pytest.raises(ValueError, match="max_steps must be >= 1"):
+        run_to_completion(engine, max_steps=-1)

@@ -74,3 +74,27 @@ def test_grading_refuses_anything_but_exactly_one_lesson(lesson):
     run = subprocess.run([sys.executable, "-m", "minillm.grading", lesson],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "is not one lesson" in run.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("args,words", [
+    (["01", "--out", "/nonexistent/x.csv"], "does not exist"),
+    (["01", "--out", "grades.txt"], "must end in .csv or .json"),
+    (["01", "--all"], "not both"),
+])
+def test_grading_checks_its_flags_before_grading(args, words):
+    run = subprocess.run([sys.executable, "-m", "minillm.grading", *args],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("flags,words", [
+    (["--only", ","], "names no experiment"),
+    (["--out", "/etc/passwd"], "is a file"),
+    (["--model", "nope"], "--model: Unknown model"),
+])
+def test_more_bench_flags_are_checked_first(flags, words):
+    run = subprocess.run([sys.executable, "-m", "minillm.bench", *flags],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr

@@ -194,3 +194,63 @@ def test_every_scheduler_honours_max_model_len(tiny, scheduling):
     assert len(finished[0].outputs[0].token_ids) == 6
     assert finished[0].outputs[0].finish_reason == "length"
     assert all_blocks_free(llm)
+
+
+@pytest.mark.unit
+def test_aborting_one_request_of_a_generate_call_keeps_the_others(tiny, baseline):
+    """An abort from a callback (or another thread) used to lose the batch: KeyError."""
+    llm = LLM(tiny, block_size=4, num_kv_blocks=64)
+    engine, real = llm.llm_engine, llm.llm_engine.runner.execute
+
+    def execute(plan):
+        engine.abort_request("1")            # the second prompt's id (ids count from 0)
+        return real(plan)
+
+    engine.runner.execute = execute
+    outs = llm.generate(PROMPTS, greedy(), use_tqdm=False)
+    assert outs[1].outputs[0].finish_reason == "abort" and outs[1].finished
+    assert [outs[0].outputs[0].token_ids, outs[2].outputs[0].token_ids] == [baseline[0], baseline[2]]
+    assert all_blocks_free(llm)
+
+
+@pytest.mark.unit
+def test_reserving_continuous_batching_chunks_long_prompts(tiny):
+    """With chunked prefill on, a prompt longer than the budget used to stall the engine."""
+    prompt = {"prompt_token_ids": list(range(2, 20))}
+    want = LLM(tiny).generate(prompt, greedy(4), use_tqdm=False)[0].outputs[0].token_ids
+    llm = LLM(tiny, scheduling="continuous+contiguous", enable_chunked_prefill=True,
+              max_num_batched_tokens=8)
+    assert llm.generate(prompt, greedy(4), use_tqdm=False)[0].outputs[0].token_ids == want
+    assert max(s.num_batched_tokens for s in llm.trace.steps) <= 8
+
+
+@pytest.mark.unit
+def test_an_abort_during_the_wait_for_a_future_arrival_wins(tiny):
+    """An idle step waits for the next arrival in short slices; an abort made during the
+    wait is applied before the request could be admitted, so it never runs."""
+    llm = LLM(tiny, block_size=4, num_kv_blocks=16)
+    engine = llm.llm_engine
+    engine.start_new_trace()
+    engine.add_request("late", PROMPTS[0], greedy(), arrival_time=engine.runner.now() + 3600)
+    asked, real_wait = [], engine.runner.wait_until
+
+    def wait_until(t):
+        asked.append(t - engine.runner.now())
+        real_wait(min(t, engine.runner.now() + 0.01))   # do not really sleep in a test
+        engine.abort_request("late")                     # e.g. from a client's thread
+
+    engine.runner.wait_until = wait_until
+    assert engine.step() == []
+    assert asked and max(asked) <= engine.runner.max_idle_wait + 1e-3   # a slice, not an hour
+    record = engine.trace.requests["late"]
+    assert record.finish_reason == "abort" and record.first_scheduled_time is None
+    assert not engine.has_unfinished_requests()
+
+
+@pytest.mark.model
+def test_chat_errors_name_the_conversations(smollm2_llm):
+    message = [{"role": "user", "content": "Hi"}]
+    with pytest.raises(ValueError, match="got 1 SamplingParams for 2 conversations"):
+        smollm2_llm.chat([message, message], [greedy()], use_tqdm=False)
+    with pytest.raises(ValueError, match=r"^messages: .*tokens but max_model_len"):
+        smollm2_llm.chat([{"role": "user", "content": "word " * 9000}], greedy(), use_tqdm=False)

@@ -57,6 +57,15 @@ def parse_args(argv=None) -> BenchConfig:
     if args.vllm_python and not os.access(args.vllm_python, os.X_OK):
         parser.error(f"--vllm-python {args.vllm_python!r} is not an executable python "
                      "(see minillm/PERFORMANCE.md for the vLLM virtualenv)")
+    if args.only is not None and not chosen:
+        parser.error(f"--only {args.only!r} names no experiment; choose from {tuple(EXPERIMENTS)}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out!r} is a file: give a folder for the JSON and PNGs")
+    from minillm.model_loader import check_model_name
+    try:
+        check_model_name(args.model)
+    except ValueError as err:
+        parser.error(f"--model: {err}")
     return BenchConfig(model=args.model, quick=args.quick, rounds=rounds, seed=args.seed,
                        threads=args.threads, dtype=args.dtype, max_num_seqs=args.max_num_seqs,
                        chunk_budget=args.chunk_budget, experiments=chosen, peers=args.peers,

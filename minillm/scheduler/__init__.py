@@ -15,6 +15,8 @@ subclass) plus one line in `SCHEDULERS`; `LLM(scheduling=...)` and the simulator
 take a `Scheduler` subclass directly (the exercises plug in that way).
 """
 
+import inspect
+
 from minillm.scheduler.base import (PREEMPTION_MODES, ScheduledSequence, Scheduler,
                                     SchedulerConfig, SchedulerOutput, scheduled_row)
 from minillm.scheduler.continuous import ContinuousScheduler
@@ -41,6 +43,9 @@ VARIANTS = {
 def resolve_scheduler(scheduling) -> type[Scheduler]:
     """A name of `SCHEDULERS` or `VARIANTS`, or your own `Scheduler` subclass → the class."""
     if isinstance(scheduling, type) and issubclass(scheduling, Scheduler):
+        if inspect.isabstract(scheduling):
+            raise ValueError(f"scheduling={scheduling.__name__} is abstract (it has no "
+                             "schedule()): pass a subclass that implements it, or a name")
         return scheduling
     names = {**SCHEDULERS, **VARIANTS}
     if not isinstance(scheduling, str) or scheduling not in names:

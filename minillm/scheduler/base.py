@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 
+from minillm.checks import check_int
 from minillm.kv_cache import KVCacheManager, cdiv
 from minillm.scheduler.policies import resolve_policy
 from minillm.sequence import Sequence, SequenceStatus
@@ -47,9 +48,7 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            setattr(self, name, check_int(name, getattr(self, name), 1))
         resolve_policy(self.policy)
         if self.preemption_mode not in PREEMPTION_MODES:
             raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, "

@@ -42,13 +42,20 @@ class ReservingContinuousScheduler(ContinuousScheduler):
     kv_layout = "contiguous"
 
     def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
-        """Admit in order while the head's worst case (prompt + max_tokens) fits one free run."""
+        """Admit in order while the head's worst case (prompt + max_tokens) fits one free run.
+
+        With chunked prefill the first chunk takes the budget left, as in the base class;
+        the reservation already holds every later chunk.
+        """
         budget = self.budget_left(out)
         for seq in self.ordered_waiting(now):
             if len(self.running) >= self.config.max_num_seqs:
                 break
             num_new = seq.num_uncomputed_tokens
-            if num_new > budget or not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
+            if self.config.enable_chunked_prefill:
+                num_new = min(num_new, budget)
+            if num_new == 0 or num_new > budget or \
+                    not self.kv.reserve_contiguous(seq, self.worst_case_tokens(seq)):
                 break                     # FCFS: the head waits; nobody jumps the queue
             self.start_running(seq, now)
             out.scheduled.append(scheduled_row(seq, num_new))
