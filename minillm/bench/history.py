@@ -120,6 +120,10 @@ def compare(versions: list[Version], hf, contexts: list[int], dtype: torch.dtype
             for name in contenders}
 
 
+def load_average() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     from minillm.bench.__main__ import positive_int
     parser = argparse.ArgumentParser(prog="python -m minillm.bench.history", description=__doc__,
@@ -145,14 +149,14 @@ def main(argv=None) -> int:
     contexts = parse_contexts(args.context, args.batch)
     from minillm.model_loader import load_hf_model
     hf, _ = load_hf_model(args.model)
-    load_start = os.getloadavg()
+    load_start = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         versions = [load_version(commit, Path(tmp)) for commit in args.commits]
         results = compare(versions, hf, contexts, getattr(torch, args.dtype), args.rounds)
     first = args.commits[0]
     print(f"decode step, batch {len(contexts)}, context {args.context}, {args.dtype}, "
           f"{args.threads} threads, {args.rounds} rounds alternating; load average "
-          f"{load_start} at start, {os.getloadavg()} at end")
+          f"{load_start} at start, {load_average()} at end")
     for name, r in results.items():
         ms = [1000 * s for s in r["rounds"]]
         print(f"{name:>12}: median {median(ms):7.1f} ms (rounds {min(ms):.1f}–{max(ms):.1f})"

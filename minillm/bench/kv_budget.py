@@ -23,6 +23,8 @@ from minillm.workload import lognormal, make_workload, pareto
 
 @dataclass(frozen=True)
 class BudgetShape:
+    """One KV budget and the requests that compete for it."""
+
     budget_blocks: int = 256
     block_size: int = 16
     max_tokens: int = 512            # what every client sends; answers are Pareto, capped here
