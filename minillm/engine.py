@@ -23,70 +23,20 @@ callback, or another thread), it takes effect when the step ends.
 
 from __future__ import annotations
 
-import abc
 import bisect
 import contextlib
-import math
-import time
 
 from minillm.checks import check_int, check_number
-from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from minillm.outputs import RequestOutput, request_output
+from minillm.prompts import prompt_token_ids
+from minillm.runner import Runner
 from minillm.sampling_params import SamplingParams, request_seed
 from minillm.scheduler import Scheduler, SchedulerOutput
 from minillm.sequence import Sequence, SequenceStatus
-from minillm.speculative import accept_drafts
+from minillm.speculative import propose_drafts, verify_drafts
 from minillm.trace import Trace, record_request, record_step
 
 MAX_ARRIVAL_DELAY = 24 * 3600.0   # seconds: an arrival further ahead is surely a mistake
-
-
-class Runner(abc.ABC):
-    """What the engine needs from whatever executes a step (`ModelRunner`, `SimRunner`)."""
-
-    max_idle_wait = math.inf   # seconds an idle step() waits at most (a real clock: short)
-
-    @abc.abstractmethod
-    def now(self) -> float:
-        """Seconds on this runner's clock."""
-
-    @abc.abstractmethod
-    def wait_until(self, t: float) -> None:
-        """Idle until the clock reads `t` (nothing to run before the next arrival)."""
-
-    @abc.abstractmethod
-    def reset_clock(self) -> float:
-        """Start the clock again at 0; return the time it read before."""
-
-    @abc.abstractmethod
-    def execute(self, plan: SchedulerOutput) -> list:
-        """Run one step; per plan row, the tokens it produced.
-
-        [] — the row samples nothing (a prefill chunk that stops mid-prompt);
-        [t] — the sampled next token;
-        [t0, …, td] — a row with d speculative guesses: the model's greedy pick at the
-        newest token and at each guess (the engine keeps the ones that agree);
-        an Exception — this row alone failed (e.g. its sampling): its request ends
-        with an error and the others go on.
-        """
-
-
-class WallClock:
-    """Seconds since the clock was (re)started, on `time.perf_counter`."""
-
-    def __init__(self):
-        self._t0 = time.perf_counter()
-
-    def now(self) -> float:
-        return time.perf_counter() - self._t0
-
-    def wait_until(self, t: float) -> None:
-        delay = t - self.now()
-        if delay > 0:
-            time.sleep(delay)
-
-    def reset(self) -> float:
-        before, self._t0 = self.now(), time.perf_counter()
-        return before
 
 
 class LLMEngine:
@@ -159,51 +109,8 @@ class LLMEngine:
         bisect.insort(self._pending, seq, key=lambda s: s.arrival_time)
 
     def tokenize(self, prompt) -> tuple[str | None, list[int]]:
-        """A prompt → (text or None, token ids), with every check in one place."""
-        text = None
-        if isinstance(prompt, dict):
-            unknown = sorted(set(prompt) - {"prompt", "prompt_token_ids"})
-            if unknown:
-                raise ValueError(f"a prompt dict has the keys 'prompt' and/or "
-                                 f"'prompt_token_ids'; got unknown keys {unknown}")
-            text = prompt.get("prompt")
-            if text is not None and not isinstance(text, str):
-                raise TypeError(f"'prompt' must be a str, got {type(text).__name__}")
-            if "prompt_token_ids" in prompt:
-                token_ids = self._checked_ids(prompt["prompt_token_ids"])
-            elif text is not None:
-                token_ids = self._encode(text)
-            else:
-                raise ValueError("a prompt dict needs 'prompt' (text) or 'prompt_token_ids'")
-        elif isinstance(prompt, str):
-            text, token_ids = prompt, self._encode(prompt)
-        else:
-            raise TypeError("a prompt is a str, {'prompt': text} or {'prompt_token_ids': "
-                            f"[...]}}, got {type(prompt).__name__}")
-        if not token_ids:
-            raise ValueError("prompt has no tokens: give at least one token id")
-        return text, token_ids
-
-    def _encode(self, text: str) -> list[int]:
-        if not text:
-            raise ValueError("prompt is empty: give at least one character")
-        if self.tokenizer is None:
-            raise ValueError("this model has no tokenizer: pass {'prompt_token_ids': [...]} "
-                             "instead of text")
-        ids = list(self.tokenizer(text).input_ids)
-        if any(not 0 <= t < self.vocab_size for t in ids):
-            raise ValueError(f"the tokenizer gave ids outside the model's vocabulary "
-                             f"(0..{self.vocab_size - 1}): it does not belong to this model")
-        return ids
-
-    def _checked_ids(self, token_ids) -> list[int]:
-        from minillm.checks import check_int_list
-        ids = check_int_list("prompt_token_ids", token_ids)
-        for i, t in enumerate(ids):
-            if not 0 <= t < self.vocab_size:
-                raise ValueError(f"prompt_token_ids[{i}] = {t} is outside the vocabulary "
-                                 f"(0..{self.vocab_size - 1})")
-        return ids
+        """A prompt → (text or None, token ids), every check included (`prompts.py`)."""
+        return prompt_token_ids(prompt, self.tokenizer, self.vocab_size)
 
     def abort_request(self, request_id: str) -> bool:
         """Stop a request and free its KV blocks. False if it is unknown or done.
@@ -317,14 +224,10 @@ class LLMEngine:
         if self.proposer is None:
             return failed
         for seq in list(self.scheduler.running):
-            seq.draft_token_ids = []
-            if seq.params.greedy and seq.num_uncomputed_tokens == 1 and seq.num_output_tokens:
-                room = min(seq.params.max_tokens - seq.num_output_tokens,
-                           self.max_model_len - seq.num_tokens) - 1
-                try:
-                    seq.draft_token_ids = list(self.proposer.propose(seq.all_token_ids, room))
-                except Exception as err:             # this request fails, not the step
-                    failed.append(self._fail(seq, err, now))
+            try:
+                seq.draft_token_ids = propose_drafts(self.proposer, seq, self.max_model_len)
+            except Exception as err:                 # this request fails, not the step
+                failed.append(self._fail(seq, err, now))
         return failed
 
     def _admit_arrivals(self, now: float) -> None:
@@ -349,17 +252,7 @@ class LLMEngine:
     def _advance(self, item, produced: list[int], now: float) -> bool:
         """Apply one row's result; True if the request got a token."""
         seq = item.seq
-        drafts, seq.draft_token_ids = seq.draft_token_ids, []
-        if drafts:
-            new_tokens = accept_drafts(drafts, produced)
-            accepted = len(new_tokens) - 1
-            # K/V are valid for the real token and the guesses that were right
-            seq.num_computed_tokens += item.num_new_tokens - len(drafts) + accepted
-            seq.num_draft_proposed += len(drafts)
-            seq.num_draft_accepted += accepted
-        else:
-            new_tokens = produced
-            seq.num_computed_tokens += item.num_new_tokens
+        new_tokens = verify_drafts(item, produced)   # `produced` itself when nothing was guessed
         self.scheduler.tokens_computed(seq)
         for token in new_tokens:
             seq.append_token(token, now)
@@ -393,13 +286,5 @@ class LLMEngine:
         self.trace.add_step(record_step(plan, start, end, num_waiting=len(self.scheduler.waiting),
                                         kv=self.scheduler.kv_usage(), holders=holders))
 
-    # ------------------------------------------------------------------ outputs
     def make_output(self, seq: Sequence) -> RequestOutput:
-        text = ""
-        if self.tokenizer is not None and seq.error is None:
-            text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
-        completion = CompletionOutput(0, text, list(seq.output_token_ids), seq.finish_reason)
-        metrics = RequestMetrics(seq.arrival_time, seq.first_scheduled_time, seq.first_token_time,
-                                 seq.finish_time, seq.num_output_tokens, seq.num_preemptions)
-        return RequestOutput(seq.request_id, seq.prompt, seq.prompt_token_ids,
-                             [completion], seq.is_finished, metrics, error=seq.error)
+        return request_output(seq, self.tokenizer)

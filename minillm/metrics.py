@@ -61,18 +61,34 @@ def completed_requests(trace: Trace) -> list[RequestRecord]:
     return [r for r in trace.requests.values() if r.finish_reason in COMPLETED]
 
 
+def time_to_first_token(arrival: float, first_token: float | None) -> float | None:
+    """TTFT = first token − arrival: queueing + prefill (None before the first token)."""
+    return None if first_token is None else first_token - arrival
+
+
+def time_per_output_token(first_token: float | None, finish: float | None,
+                          num_output_tokens: int) -> float | None:
+    """TPOT = (finish − first token) / (tokens − 1): the mean gap after the first token."""
+    if first_token is None or finish is None or num_output_tokens < 2:
+        return None
+    return (finish - first_token) / (num_output_tokens - 1)
+
+
+def end_to_end_latency(arrival: float, finish: float | None) -> float | None:
+    """E2E = finish − arrival."""
+    return None if finish is None else finish - arrival
+
+
 def ttft(r: RequestRecord) -> float:
-    return r.first_token_time - r.arrival_time
+    return time_to_first_token(r.arrival_time, r.first_token_time)
 
 
 def tpot(r: RequestRecord) -> float | None:
-    if r.output_len < 2:
-        return None
-    return (r.finish_time - r.first_token_time) / (r.output_len - 1)
+    return time_per_output_token(r.first_token_time, r.finish_time, r.output_len)
 
 
 def e2e(r: RequestRecord) -> float:
-    return r.finish_time - r.arrival_time
+    return end_to_end_latency(r.arrival_time, r.finish_time)
 
 
 def request_metrics(trace: Trace) -> dict[str, np.ndarray]:

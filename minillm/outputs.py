@@ -5,17 +5,14 @@
     out.error                  what went wrong when finish_reason is "error" (else None)
     out.metrics.ttft / .tpot / .e2e_latency (seconds) and the raw timestamps
 
-Latency definitions (all on the engine clock):
-
-* TTFT, time to first token = first token time − arrival time (queueing + prefill);
-* TPOT, time per output token = (finish − first token) / (output tokens − 1):
-  the average gap between tokens after the first;
-* E2E latency = finish − arrival.
+The latencies (TTFT, TPOT, E2E, on the engine clock) are defined once, in `metrics.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from minillm.metrics import end_to_end_latency, time_per_output_token, time_to_first_token
 
 
 @dataclass
@@ -29,21 +26,16 @@ class RequestMetrics:
 
     @property
     def ttft(self) -> float | None:
-        if self.first_token_time is None:
-            return None
-        return self.first_token_time - self.arrival_time
+        return time_to_first_token(self.arrival_time, self.first_token_time)
 
     @property
     def tpot(self) -> float | None:
-        if self.finish_time is None or self.first_token_time is None or self.num_output_tokens < 2:
-            return None
-        return (self.finish_time - self.first_token_time) / (self.num_output_tokens - 1)
+        return time_per_output_token(self.first_token_time, self.finish_time,
+                                     self.num_output_tokens)
 
     @property
     def e2e_latency(self) -> float | None:
-        if self.finish_time is None:
-            return None
-        return self.finish_time - self.arrival_time
+        return end_to_end_latency(self.arrival_time, self.finish_time)
 
     @property
     def queue_time(self) -> float | None:
@@ -73,3 +65,15 @@ class RequestOutput:
     finished: bool
     metrics: RequestMetrics = field(repr=False, default=None)
     error: str | None = None          # minillm extra: why it failed (finish_reason "error")
+
+
+def request_output(seq, tokenizer=None) -> RequestOutput:
+    """A Sequence's state as the user sees it (the text decoded from its tokens so far)."""
+    text = ""
+    if tokenizer is not None and seq.error is None:
+        text = tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
+    completion = CompletionOutput(0, text, list(seq.output_token_ids), seq.finish_reason)
+    metrics = RequestMetrics(seq.arrival_time, seq.first_scheduled_time, seq.first_token_time,
+                             seq.finish_time, seq.num_output_tokens, seq.num_preemptions)
+    return RequestOutput(seq.request_id, seq.prompt, seq.prompt_token_ids, [completion],
+                         seq.is_finished, metrics, error=seq.error)

@@ -66,3 +66,33 @@ def accept_drafts(drafts: list[int], targets: list[int]) -> list[int]:
     while accepted < len(drafts) and drafts[accepted] == targets[accepted]:
         accepted += 1
     return drafts[:accepted] + [targets[accepted]]
+
+
+def propose_drafts(proposer, seq, max_model_len: int) -> list[int]:
+    """This step's guesses for `seq`: only a greedy sequence that is decoding speculates,
+    and never past its `max_tokens` or the context length."""
+    if proposer is None or not (seq.params.greedy and seq.num_uncomputed_tokens == 1
+                                and seq.num_output_tokens):
+        return []
+    room = min(seq.params.max_tokens - seq.num_output_tokens, max_model_len - seq.num_tokens) - 1
+    return list(proposer.propose(seq.all_token_ids, room))
+
+
+def verify_drafts(row, produced: list[int]) -> list[int]:
+    """After the forward: the tokens `row`'s sequence gains, and its computed count advanced.
+
+    Without guesses that is `produced` (one token, or none mid-prompt). With d guesses the
+    row ran d + 1 positions; K/V are kept for the real token and the guesses the model
+    agreed with; the slots of rejected guesses are simply written again next step.
+    """
+    seq = row.seq
+    drafts, seq.draft_token_ids = seq.draft_token_ids, []
+    if not drafts:
+        seq.num_computed_tokens += row.num_new_tokens
+        return produced
+    new_tokens = accept_drafts(drafts, produced)
+    accepted = len(new_tokens) - 1
+    seq.num_computed_tokens += row.num_new_tokens - len(drafts) + accepted
+    seq.num_draft_proposed += len(drafts)
+    seq.num_draft_accepted += accepted
+    return new_tokens
