@@ -27,16 +27,9 @@ Everything is drawn from numpy's `default_rng`, one independent stream per quant
 gives the same workload, and changing, say, the output distribution leaves the prompt
 lengths and arrival times exactly as they were.
 
-Public API::
-
-    RequestSpec(request_id, prompt_len, output_len, max_tokens, arrival_time=0.0, priority=0)
-    LengthDist(kind, **params)      kinds: fixed, uniform, lognormal, exponential, pareto
-    fixed(value) / uniform(low, high) / lognormal(median, sigma, cap)
-    exponential(mean, cap) / pareto(minimum, alpha, cap)        -> LengthDist
-    make_workload(num_requests, prompt_dist, output_dist, arrival="burst", rate=None,
-                  max_tokens=None, seed=0, priorities=None) -> list[RequestSpec]
-    PRESETS, preset_workload(name, num_requests, **make_workload_kwargs)
-    seed_example(prompt_len=8, max_tokens=None) -> list[RequestSpec]
+The course's scenarios live here once, for lessons, widgets and the bench (`SCENARIOS`):
+`seed_example` (8 slots, one straggler), `stutter_workload` (streams interrupted by long
+prompts) and `chat_burst` (chat answers under one generous `max_tokens` cap).
 """
 
 from __future__ import annotations
@@ -73,16 +66,9 @@ class RequestSpec:
             raise ValueError(f"arrival_time must be >= 0, got {self.arrival_time}")
 
 
-# ---------------------------------------------------------------------- lengths
-
 # kind -> the parameters it needs (besides `cap`, which every kind has)
-_KIND_PARAMS = {
-    "fixed": ("value",),
-    "uniform": ("low", "high"),
-    "lognormal": ("median", "sigma"),
-    "exponential": ("mean",),
-    "pareto": ("minimum", "alpha"),
-}
+_KIND_PARAMS = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma"),
+                "exponential": ("mean",), "pareto": ("minimum", "alpha")}
 
 
 class LengthDist:
@@ -180,8 +166,6 @@ def pareto(minimum: float, alpha: float, cap: int) -> LengthDist:
     return LengthDist("pareto", minimum=minimum, alpha=alpha, cap=cap)
 
 
-# ---------------------------------------------------------------------- arrivals
-
 def arrival_times(rng: np.random.Generator, n: int, arrival: str, rate: float | None) -> np.ndarray:
     """Arrival times [n] in seconds, non-decreasing, the first at t = 0.
 
@@ -197,8 +181,6 @@ def arrival_times(rng: np.random.Generator, n: int, arrival: str, rate: float | 
     gaps = rng.exponential(1.0 / rate, size=n)                     # [n]
     return np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else gaps
 
-
-# ---------------------------------------------------------------------- workloads
 
 def _resolve_max_tokens(max_tokens, output_lens: np.ndarray, output_dist: LengthDist):
     """Apply the client's cap: returns (output_lens, max_tokens), both int arrays [n].
@@ -284,3 +266,35 @@ def seed_example(prompt_len: int = 8, max_tokens: int | None = None) -> list[Req
     """
     return [RequestSpec(f"req-{i}", prompt_len, n, n if max_tokens is None else max(n, max_tokens))
             for i, n in enumerate(SEED_OUTPUT_LENS)]
+
+
+def stutter_workload(num_decoders: int = 6, decode_len: int = 160, num_long: int = 3,
+                     long_prompt: int = 1000, first_arrival: float = 1.5, gap: float = 2.5,
+                     short_prompt: int = 32, long_output: int = 16) -> list[RequestSpec]:
+    """Steady streams from t = 0, then `num_long` long prompts `gap` seconds apart.
+
+    The streams ("dec-i") have short prompts and long answers; the long requests
+    ("long-j") have `long_prompt`-token prompts and short answers (think: "summarise
+    this document"). Without chunked prefill each long prompt runs in one step that
+    every stream waits for: their tokens stutter. Output lengths are exact.
+    """
+    decoders = [RequestSpec(f"dec-{i}", short_prompt, decode_len, decode_len)
+                for i in range(num_decoders)]
+    longs = [RequestSpec(f"long-{j}", long_prompt, long_output, long_output,
+                         arrival_time=first_arrival + j * gap) for j in range(num_long)]
+    return decoders + longs
+
+
+def chat_burst(num_requests: int = 32, max_tokens: int = 256, seed: int = 0) -> list[RequestSpec]:
+    """Chat-like requests, all at t = 0: ~40-token prompts, answers of median 40 tokens
+    with a long tail, and every client sending the same `max_tokens` cap.
+
+    A contiguous KV reservation holds `prompt + max_tokens` for each of them, while most
+    answers use a small part of it: the gap the KV map shows.
+    """
+    return make_workload(num_requests, lognormal(40, 0.3, cap=128),
+                         lognormal(40, 0.8, cap=max_tokens), max_tokens=max_tokens, seed=seed)
+
+
+# name -> the function that builds the scenario (call it with its keyword arguments)
+SCENARIOS = {"seed": seed_example, "stutter": stutter_workload, "chat-burst": chat_burst}

@@ -7,7 +7,8 @@ import pytest
 
 from minillm.metrics import percentiles, request_metrics
 from minillm.widgets.chunked import (ChunkedPrefillExplorer, itl_points, simulate_stutter,
-                                     stutter_workload, trace_numbers)
+                                     trace_numbers)
+from minillm.workload import stutter_workload
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n"

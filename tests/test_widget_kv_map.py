@@ -1,4 +1,4 @@
-"""The KV block map: recorded maps agree with the Trace, controls re-simulate and redraw."""
+"""The KV block map: maps read from the Trace agree with it, controls re-simulate and redraw."""
 
 from __future__ import annotations
 
@@ -7,33 +7,81 @@ import pytest
 
 from minillm.simulate import simulate
 from minillm.metrics import kv_utilization
-from minillm.widgets.kv_map import (FREE, BlockMapRecorder, KVBlockMap, block_image,
-                                    default_workload, run_from_trace, simulate_block_map)
+from minillm.trace import Trace
+from minillm.widgets.draw import block_image
+from minillm.widgets.kv_map import KVBlockMap
+from minillm.widgets.layout import FREE, block_map
 from minillm.widgets.style import COLORS
+from minillm.workload import chat_burst
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def assert_map_matches_trace(run):
-    """Every recorded snapshot agrees with the Trace's own KV counts."""
+    """Every step's map agrees with the Trace's own KV counts and block tables."""
     assert run.num_steps == len(run.trace.steps)
     for k, step in enumerate(run.trace.steps):
         used = run.owners[k] != FREE
         assert used.sum() == step.kv_blocks_used, k
         assert run.tokens[k].sum() == step.kv_tokens_held, k
         assert (run.tokens[k] <= run.block_size).all()
+        holders = {}                                 # block -> the requests pointing at it
+        for rid, table in step.block_tables.items():
+            for block in table:
+                holders.setdefault(block, set()).add(run.request_ids.index(rid))
+        assert set(np.flatnonzero(used)) == set(holders), k
+        assert all(run.owners[k, b] in who for b, who in holders.items()), k
 
 
 @pytest.mark.parametrize("variant", ["static+contiguous", "continuous+contiguous",
                                      "static+paged", "continuous+paged"])
 def test_recorded_block_maps_agree_with_the_trace(variant):
-    workload = default_workload(12, max_tokens=128)
-    run = simulate_block_map(workload, variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
+    workload = chat_burst(12, max_tokens=128)
+    config = dict(scheduling=variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
+    run = block_map(simulate(workload, record_block_tables=True, **config), variant)
     assert_map_matches_trace(run)
     # recording does not change what the engine does
-    plain = simulate(workload, scheduling=variant, block_size=8, num_kv_blocks=96, max_num_seqs=8)
+    plain = simulate(workload, **config)
     assert [s.end_time for s in plain.steps] == [s.end_time for s in run.trace.steps]
+    assert all(s.block_tables is None for s in plain.steps)
+
+
+def test_shared_prefix_blocks_are_drawn_once():
+    """With prefix caching two sequences point at the same blocks: the map draws each
+    block once, as full as its fullest sharer, as the Trace's `kv_tokens_held` counts it."""
+    from minillm.sampling_params import SamplingParams
+    from minillm.simulate import make_sim_engine, run_to_completion
+    engine = make_sim_engine("continuous", block_size=4, num_kv_blocks=64, max_num_seqs=4,
+                             enable_prefix_caching=True, record_block_tables=True)
+    prompt = list(range(10, 22))                            # 12 tokens: 3 full blocks
+    for rid, arrival in (("first", 0.0), ("second", 0.5)):  # the second hits the cache
+        engine.add_request(rid, {"prompt_token_ids": prompt}, arrival_time=arrival,
+                           params=SamplingParams(max_tokens=30, temperature=0.0, ignore_eos=True))
+        engine.runner.output_lens[rid] = 30
+    run = block_map(run_to_completion(engine))
+    assert_map_matches_trace(run)
+    shared = [s for s in run.trace.steps if len(s.block_tables) == 2
+              and set(s.block_tables["first"]) & set(s.block_tables["second"])]
+    assert shared, "the two requests should share the cached prefix blocks"
+
+
+def test_a_trace_with_block_tables_is_drawn_and_one_without_is_refused(tmp_path):
+    workload = chat_burst(8, max_tokens=64)
+    config = dict(scheduling="continuous", block_size=8, num_kv_blocks=24, max_num_seqs=8)
+    recorded = simulate(workload, record_block_tables=True, **config)
+    saved = tmp_path / "trace.json"
+    recorded.to_json(saved)                          # a Trace saved to disk and read back
+    loaded = Trace.from_dict(__import__("json").loads(saved.read_text()))
+    m = KVBlockMap(runs={"recorded": recorded, "from disk": loaded})
+    assert m.result["panels"]["recorded"] == {**m.result["panels"]["from disk"], "name": "recorded"}
+    m.step.value = m.step.max
+    assert m.result["left"]["step"] == len(recorded.steps) - 1
+    assert m.result["left"]["blocks_used"] == recorded.steps[-1].kv_blocks_used
+    assert m.image.value[:8] == PNG
+    bare = simulate(workload, **config)
+    with pytest.raises(ValueError, match=r"record_block_tables=True"):
+        KVBlockMap(runs={"bare": bare})
 
 
 def test_default_view_contiguous_wastes_paged_does_not():
@@ -116,20 +164,23 @@ def test_block_image_colours():
     assert np.allclose(image[3, 24 + 3], to_rgb(COLORS["idle"]))     # owned, empty
 
 
-def test_real_engine_recording_and_a_bare_trace(tiny_hf):
+def test_real_engine_trace_with_block_tables_and_a_bare_one(tiny_hf):
     from minillm import LLM, SamplingParams
-    llm = LLM(tiny_hf, block_size=4, num_kv_blocks=64, max_num_seqs=4)
     prompts = [{"prompt_token_ids": list(range(3, 3 + n))} for n in (5, 9, 14)]
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (6, 3, 8)]
-    with BlockMapRecorder(llm.llm_engine) as rec:
+    runs = {}
+    for name, scheduling in (("static", "static"), ("paged", "continuous")):
+        llm = LLM(tiny_hf, scheduling=scheduling, block_size=4, num_kv_blocks=64,
+                  max_num_seqs=4, record_block_tables=True)
         llm.generate(prompts, params, use_tqdm=False)
-    run = rec.run("tiny")
-    assert "step" not in llm.llm_engine.__dict__, "the recorder unwraps the engine"
-    assert_map_matches_trace(run)
-    m = KVBlockMap(runs={"recorded": run, "from the trace": llm.trace})
-    assert m.result["panels"]["recorded"]["physical"] is True
-    assert m.result["panels"]["from the trace"]["physical"] is False
-    logical = run_from_trace(llm.trace)
-    assert ((logical.owners != FREE).sum(axis=1) == (run.owners != FREE).sum(axis=1)).all()
+        assert_map_matches_trace(block_map(llm.trace))
+        assert llm.llm_engine.step.__func__ is type(llm.llm_engine).step, "nothing is patched"
+        runs[name] = llm.trace
+    m = KVBlockMap(runs=runs)
+    assert m.result["left"]["name"] == "static" and m.result["right"]["name"] == "paged"
     m.step.value = m.step.max
-    assert m.result["right"]["step"] == len(llm.trace.steps) - 1
+    assert m.result["right"]["step"] == len(runs["paged"].steps) - 1
+    bare = LLM(tiny_hf, block_size=4, num_kv_blocks=64, max_num_seqs=4)
+    bare.generate(prompts, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="record_block_tables=True"):
+        KVBlockMap(runs={"bare": bare.trace})

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from minillm.widgets.self_check import SelfCheck, markdown_to_html, topic_scores
+from minillm.widgets.markdown import markdown_to_html
+from minillm.widgets.self_check import SelfCheck, topic_scores
 
 pytestmark = pytest.mark.unit
 

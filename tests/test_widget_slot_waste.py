@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from minillm.simulate import simulate
-from minillm.widgets.slot_waste import (DECODE, EMPTY, IDLE, PREFILL, SlotWasteExplorer,
-                                        length_dist, output_lengths, slot_grid, slot_layout)
+from minillm.widgets.layout import DECODE, EMPTY, IDLE, PREFILL, slot_grid, slot_layout
+from minillm.widgets.slot_waste import SlotWasteExplorer, length_dist, output_lengths
 from minillm.workload import RequestSpec, seed_example
 
 pytestmark = pytest.mark.unit

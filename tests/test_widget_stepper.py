@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from minillm.kv_cache import cdiv
 from minillm.simulate import simulate
 from minillm.workload import RequestSpec
-from minillm.widgets.stepper import EngineStepper, replay
+from minillm.widgets.stepper import EngineStepper
 
 pytestmark = pytest.mark.unit
 
@@ -15,7 +16,7 @@ def small_trace(scheduling="continuous"):
     """3 slots, 5 requests at t = 0 with answers of 3, 6, 4, 2, 5 tokens (simulated)."""
     specs = [RequestSpec(f"req-{i}", 4, n, n) for i, n in enumerate((3, 6, 4, 2, 5))]
     return simulate(specs, scheduling=scheduling, max_num_seqs=3, block_size=4,
-                    num_kv_blocks=16)
+                    num_kv_blocks=16, record_block_tables=True)
 
 
 def test_stepping_shows_the_traces_numbers_and_redraws():
@@ -34,6 +35,7 @@ def test_stepping_shows_the_traces_numbers_and_redraws():
         assert shown["kv_blocks_free"] == step.kv_blocks_free
         assert shown["prefill_tokens"] == step.num_prefill_tokens
         assert shown["decode_tokens"] == step.num_decode_tokens
+        assert shown["kv_blocks"] == {rid: sorted(t) for rid, t in step.block_tables.items() if t}
     assert stepper.image.value != first_image
     stepper.step_button.click()                          # past the end: stays on the last
     assert stepper.result["step"] == len(trace.steps) - 1
@@ -62,8 +64,11 @@ def test_static_batch_keeps_finished_rows_idle():
     assert stepper.result["slot_states"][0] == "idle"
     assert stepper.result["idle"] == trace.steps[3].idle == ["req-0"]
     assert stepper.result["queue_length"] == 2
-    views = replay(trace)
-    assert all(v.kv_blocks_unattributed == 0 for v in views)   # reservations add up
+    # the finished row keeps its whole reservation: prompt + max_tokens = 4 + 3 tokens
+    assert len(stepper.result["kv_blocks"]["req-0"]) == cdiv(4 + 3, 4)
+    for k, step in enumerate(trace.steps):       # every block the Trace counts is drawn
+        stepper.go(k)
+        assert sum(map(len, stepper.result["kv_blocks"].values())) == step.kv_blocks_used
 
 
 def test_play_moves_the_slider_and_steps_answer_fast(monkeypatch):
@@ -82,29 +87,37 @@ def test_play_moves_the_slider_and_steps_answer_fast(monkeypatch):
 def test_real_model_trace():
     from minillm import LLM, SamplingParams
     from minillm.tiny_llama import build_tiny_llama
-    llm = LLM(build_tiny_llama(seed=0), max_num_seqs=2, block_size=4, num_kv_blocks=16)
-    llm.generate([{"prompt_token_ids": [3, 4, 5]}] * 3,
-                 [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (2, 5, 3)],
-                 use_tqdm=False)
+    llm = LLM(build_tiny_llama(seed=0), max_num_seqs=2, block_size=4, num_kv_blocks=16,
+              record_block_tables=True)
+    prompts = [{"prompt_token_ids": [3, 4, 5]}] * 3
+    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (2, 5, 3)]
+    llm.generate(prompts, params, use_tqdm=False)
     stepper = EngineStepper(llm.trace)
     for k, step in enumerate(llm.trace.steps):
         stepper.go(k)
         assert sorted(stepper.result["running"]) == sorted(e.request_id for e in step.scheduled)
         assert stepper.result["queue_length"] == step.num_waiting
         assert stepper.result["kv_blocks_used"] == step.kv_blocks_used
+        assert stepper.result["kv_blocks"] == {r: sorted(t) for r, t in step.block_tables.items() if t}
     assert stepper.result["tokens_generated"] == 2 + 5 + 3
+    # without block tables the stepper cannot say who holds which block, and says how to record
+    plain = LLM(build_tiny_llama(seed=0), max_num_seqs=2, block_size=4, num_kv_blocks=16)
+    plain.generate(prompts, params, use_tqdm=False)
+    with pytest.raises(ValueError, match="record_block_tables=True"):
+        EngineStepper(plain.trace)
 
 
 def test_preempted_request_leaves_its_slot_and_queues_in_arrival_order():
     specs = [RequestSpec(f"req-{i}", 8, n, n) for i, n in enumerate((30, 28, 26, 24, 6, 5, 4, 3, 2, 9, 8))]
     trace = simulate(specs, scheduling="continuous", max_num_seqs=4, block_size=4,
-                     num_kv_blocks=14)
+                     num_kv_blocks=14, record_block_tables=True)
     k = next(i for i, s in enumerate(trace.steps) if s.preempted)
     stepper = EngineStepper(trace)
     stepper.go(k)
     victim = trace.steps[k].preempted[0]
     assert stepper.result["preempted"] == trace.steps[k].preempted
     assert victim not in stepper.result["slots"].values()
+    assert victim not in stepper.result["kv_blocks"]             # its blocks went back
     assert victim in stepper.result["waiting"]
     # all arrived at t = 0: the queue is in the order the requests were added (req-10 last)
     order = [f"req-{i}" for i in range(len(specs))]

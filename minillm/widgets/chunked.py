@@ -3,7 +3,7 @@
     ChunkedPrefillExplorer()                       # simulator: decoders + long prompts arriving
     ChunkedPrefillExplorer(traces={"no chunking": t1, "chunked": t2})   # real Traces
 
-The workload is the stutter scenario of lesson 06: a few requests stream their answers
+The workload is the stutter scenario of lesson 06 (`workload.stutter_workload`): a few requests stream their answers
 (steady decoders) while long prompts arrive one after another. Without chunking, each
 long prompt is prefilled in ONE step that every decoder has to wait for — a spike in
 their inter-token latency (ITL). With chunked prefill (分块预填充, Sarathi-Serve) a step
@@ -24,7 +24,6 @@ chunking (the reference) with the P99-ITL ratio.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -32,26 +31,9 @@ import numpy as np
 from minillm.metrics import completed_requests, percentiles, request_metrics
 from minillm.simulate import simulate
 from minillm.trace import Trace
-from minillm.widgets.style import COLORS
-from minillm.workload import RequestSpec
-
-
-# ---------------------------------------------------------------------- workload + runs
-
-def stutter_workload(num_decoders: int = 6, decode_len: int = 160, num_long: int = 3,
-                     long_prompt: int = 1000, first_arrival: float = 1.5, gap: float = 2.5,
-                     short_prompt: int = 32, long_output: int = 16) -> list[RequestSpec]:
-    """Steady decoders from t = 0, then `num_long` long prompts `gap` seconds apart.
-
-    Decoders ("dec-i") have short prompts and long answers; the long requests
-    ("long-j") have `long_prompt`-token prompts and short answers (think: "summarise
-    this document"). Output lengths are exact (the simulator stops each at its length).
-    """
-    decoders = [RequestSpec(f"dec-{i}", short_prompt, decode_len, decode_len)
-                for i in range(num_decoders)]
-    longs = [RequestSpec(f"long-{j}", long_prompt, long_output, long_output,
-                         arrival_time=first_arrival + j * gap) for j in range(num_long)]
-    return decoders + longs
+from minillm.widgets.base import CourseWidget, html_table
+from minillm.widgets.style import COLORS, figure_png
+from minillm.workload import RequestSpec, stutter_workload
 
 
 def simulate_stutter(workload: list[RequestSpec], chunked: bool, budget: int,
@@ -63,8 +45,6 @@ def simulate_stutter(workload: list[RequestSpec], chunked: bool, budget: int,
         kwargs["max_num_batched_tokens"] = budget
     return simulate(workload, scheduling="continuous", max_steps=200_000, **kwargs)
 
-
-# ---------------------------------------------------------------------- numbers
 
 def itl_points(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(time of the later token [G], gap in seconds [G]) for every inter-token gap."""
@@ -100,8 +80,6 @@ def trace_numbers(trace: Trace, long_prefix: str = "long") -> dict:
         "duration": duration,
     }
 
-
-# ---------------------------------------------------------------------- drawing
 
 def draw_timeline(ax, trace: Trace, t_max: float | None = None) -> None:
     """One row per request: waiting, prefill chunks and decode steps over time."""
@@ -198,40 +176,39 @@ def draw_explorer(trace: Trace, reference: Trace | None, title: str,
     return fig
 
 
-# ---------------------------------------------------------------------- the widget
-
-class ChunkedPrefillExplorer:
+class ChunkedPrefillExplorer(CourseWidget):
     """Token budget / chunking → timeline, ITL and TTFT. `.widget`, controls, `.result`.
 
-    Simulator mode: `.chunking` (Checkbox), `.budget` (tokens per step),
-    `.long_prompt` (tokens in each long prompt), `.num_decoders`. Trace mode
-    (`traces={...}`): `.which` picks the Trace shown; the first one is the reference.
+    Simulator mode (`workload.stutter_workload`): `.chunking` (Checkbox), `.budget`
+    (tokens per step), `.long_prompt` (tokens in each long prompt), `.num_decoders`.
+    Trace mode (`traces={...}`): `.which` picks the Trace shown; the first one is the
+    reference.
     """
 
     def __init__(self, traces: dict[str, Trace] | None = None, *, chunking: bool = True,
                  budget: int = 128, long_prompt: int = 1000, num_decoders: int = 6,
                  num_long: int = 3, cost_model=None):
         import ipywidgets as w
+        super().__init__()
         self.simulated = traces is None
         self.cost_model, self.num_long = cost_model, num_long
-        self.result: dict = {}
         style = {"description_width": "120px"}
+        slider = dict(style=style, continuous_update=False)
         self.chunking = w.Checkbox(value=chunking, description="chunked prefill", style=style)
-        self.budget = w.IntSlider(value=budget, min=16, max=1024, step=16, style=style,
-                                  description="token budget", continuous_update=False)
+        self.budget = w.IntSlider(value=budget, min=16, max=1024, step=16,
+                                  description="token budget", **slider)
         self.long_prompt = w.IntSlider(value=long_prompt, min=100, max=4000, step=100,
-                                       style=style, description="long prompt (tokens)",
-                                       continuous_update=False)
-        self.num_decoders = w.IntSlider(value=num_decoders, min=1, max=15, style=style,
-                                        description="streaming requests",
-                                        continuous_update=False)
+                                       description="long prompt (tokens)", **slider)
+        self.num_decoders = w.IntSlider(value=num_decoders, min=1, max=15,
+                                        description="streaming requests", **slider)
         self.image = w.Image(format="png")
         self.numbers = w.HTML()
         if self.simulated:
             self.controls = [self.chunking, self.budget, self.long_prompt, self.num_decoders]
             for c in self.controls:
-                c.observe(self._on_change, names="value")
-            top = [w.HBox([self.chunking, self.budget]), w.HBox([self.long_prompt, self.num_decoders])]
+                c.observe(self.on_change, names="value")
+            top = [w.HBox([self.chunking, self.budget]),
+                   w.HBox([self.long_prompt, self.num_decoders])]
         else:
             if not traces:
                 raise ValueError("traces must hold at least one Trace")
@@ -239,7 +216,7 @@ class ChunkedPrefillExplorer:
             names = list(self.traces)
             self.which = w.Dropdown(options=names, value=names[-1], description="trace",
                                     style=style)
-            self.which.observe(self._on_change, names="value")
+            self.which.observe(self.on_change, names="value")
             top = [self.which]
         self.widget = w.VBox([*top, self.numbers, self.image])
         self.update()
@@ -248,67 +225,52 @@ class ChunkedPrefillExplorer:
         return stutter_workload(num_decoders=self.num_decoders.value,
                                 long_prompt=self.long_prompt.value, num_long=self.num_long)
 
-    def _runs(self) -> tuple[Trace, Trace, str, str]:
+    def _runs(self) -> tuple[Trace, Trace | None, str, str]:
+        """(the Trace shown, the reference or None, their labels)."""
         if not self.simulated:
             names = list(self.traces)
             shown = self.which.value
             ref = names[0] if shown != names[0] else None
-            return (self.traces[shown], self.traces[ref] if ref else None, shown, ref or "")
+            return self.traces[shown], self.traces[ref] if ref else None, shown, ref or ""
         workload = self.workload()
         kw = {} if self.cost_model is None else {"cost_model": self.cost_model}
         reference = simulate_stutter(workload, False, self.budget.value, **kw)
         if not self.chunking.value:
             return reference, None, "no chunking (simulated)", ""
         trace = simulate_stutter(workload, True, self.budget.value, **kw)
-        return trace, reference, f"chunked prefill, budget {self.budget.value} (simulated)", \
-            "no chunking"
+        return (trace, reference, f"chunked prefill, budget {self.budget.value} (simulated)",
+                "no chunking")
 
     def update(self) -> dict:
-        from minillm.widgets.style import figure_png
         start = time.perf_counter()
+        if self.simulated:
+            self.budget.disabled = not self.chunking.value
         trace, reference, label, ref_label = self._runs()
         numbers = trace_numbers(trace)
         ref_numbers = trace_numbers(reference) if reference is not None else None
         self.result = {**numbers, "label": label, "reference": ref_numbers,
                        "itl_p99_ratio": (ref_numbers["itl_p99"] / numbers["itl_p99"]
                                          if ref_numbers else float("nan"))}
-        self.image.value = figure_png(draw_explorer(trace, reference, label, ref_label or "reference"))
+        self.image.value = figure_png(draw_explorer(trace, reference, label,
+                                                    ref_label or "reference"))
         self.numbers.value = numbers_html(label, numbers, ref_label, ref_numbers)
         self.result["update_seconds"] = time.perf_counter() - start
         return self.result
 
-    def _on_change(self, _change) -> None:
-        if self.simulated:
-            self.budget.disabled = not self.chunking.value
-        self.update()
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
-
 
 def numbers_html(label: str, n: dict, ref_label: str, ref: dict | None) -> str:
-    rows = [("P50 inter-token latency", "itl_p50", 1000, "{:.0f} ms"),
-            ("P99 inter-token latency", "itl_p99", 1000, "{:.0f} ms"),
-            ("longest gap", "itl_max", 1000, "{:.0f} ms"),
-            ("P50 time to first token", "ttft_p50", 1, "{:.2f} s"),
-            ("long prompts' mean TTFT", "long_ttft_mean", 1, "{:.2f} s"),
-            ("biggest step (tokens)", "max_step_tokens", 1, "{}"),
-            ("longest step", "max_step_seconds", 1000, "{:.0f} ms"),
-            ("generated tokens / s", "tokens_per_s", 1, "{:.1f}")]
-    cols = [(label, n)] + ([(ref_label, ref)] if ref else [])
-    head = "".join(f"<th style='padding:0 12px'>{c}</th>" for c, _ in cols)
-    body = "".join(f"<tr><td>{name}</td>" + "".join(
-        f"<td style='text-align:right;padding:0 12px'>{_fmt(fmt, v[key], scale)}</td>"
-        for _, v in cols) + "</tr>" for name, key, scale, fmt in rows)
-    ratio = ""
-    if ref:
-        ratio = (f"<p>P99 ITL without chunking ÷ with: "
-                 f"<b>{ref['itl_p99'] / n['itl_p99']:.1f}×</b></p>")
-    return f"<table><tr><th></th>{head}</tr>{body}</table>{ratio}"
-
-
-def _fmt(fmt: str, value, scale) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return fmt.format(value * scale if scale != 1 else value)
+    """The table above the picture (this run, and the reference beside it) + the ratio."""
+    columns = {label: n, **({ref_label: ref} if ref else {})}
+    table = html_table(columns, [
+        ("P50 inter-token latency", "itl_p50", "{:.0f} ms", 1000),
+        ("P99 inter-token latency", "itl_p99", "{:.0f} ms", 1000),
+        ("longest gap", "itl_max", "{:.0f} ms", 1000),
+        ("P50 time to first token", "ttft_p50", "{:.2f} s"),
+        ("long prompts' mean TTFT", "long_ttft_mean", "{:.2f} s"),
+        ("biggest step (tokens)", "max_step_tokens", "{}"),
+        ("longest step", "max_step_seconds", "{:.0f} ms", 1000),
+        ("generated tokens / s", "tokens_per_s", "{:.1f}")])
+    if not ref:
+        return table
+    return (f"{table}<p>P99 ITL without chunking ÷ with: "
+            f"<b>{ref['itl_p99'] / n['itl_p99']:.1f}×</b></p>")

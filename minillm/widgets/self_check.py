@@ -12,7 +12,7 @@ its old grade. The topic filter narrows the deck; **Reset scores** starts over.
 The widget holds no course content: the question bank is passed in (the course's lives in
 `lessons/interview_questions.py`). Question and answer text is light Markdown —
 paragraphs, `- ` bullet lists, `1. ` numbered lists, **bold**, *italic*, `code`, fenced
-code blocks — rendered by `markdown_to_html` below (no extra dependency).
+code blocks — rendered by `markdown.markdown_to_html`.
 
 Like every course widget: `.widget` is the ipywidgets box, the controls are attributes
 (`reveal`, `got_it`, `partly`, `missed`, `next`, `previous`, `topic`, `reset`), and
@@ -22,68 +22,14 @@ Like every course widget: `.widget` is the ipywidgets box, the controls are attr
 from __future__ import annotations
 
 import html
-import re
+
+from minillm.widgets.base import CourseWidget
+from minillm.widgets.markdown import markdown_to_html
 
 GRADES = {"got it": 1.0, "partly": 0.5, "missed": 0.0}
 ALL_TOPICS = "all topics"
 REQUIRED_KEYS = ("id", "topic", "question", "answer")
 
-
-# ---------------------------------------------------------------------- markdown
-
-def _inline(text: str) -> str:
-    """Escape HTML, then `code`, **bold**, *italic* (code spans are left untouched)."""
-    parts = re.split(r"(`[^`]+`)", text)
-    out = []
-    for part in parts:
-        if len(part) > 1 and part.startswith("`") and part.endswith("`"):
-            out.append(f"<code>{html.escape(part[1:-1])}</code>")
-            continue
-        part = html.escape(part, quote=False)
-        part = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", part)
-        part = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", part)
-        out.append(part)
-    return "".join(out)
-
-
-def markdown_to_html(text: str) -> str:
-    """The small Markdown subset the question bank uses, as HTML."""
-    blocks, lines = [], text.strip("\n").split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.strip().startswith("```"):                       # fenced code block
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith("```"):
-                j += 1
-            code = html.escape("\n".join(lines[i + 1:j]))
-            blocks.append(f"<pre style='background:#f6f8fa;padding:6px'>{code}</pre>")
-            i = j + 1
-        elif re.match(r"\s*([-*]|\d+\.)\s+", line):              # a list
-            ordered = bool(re.match(r"\s*\d+\.", line))
-            items = []
-            while i < len(lines) and lines[i].strip():
-                item = re.match(r"\s*(?:[-*]|\d+\.)\s+(.*)", lines[i])
-                if item:
-                    items.append(item.group(1))
-                elif items:
-                    items[-1] += " " + lines[i].strip()          # continuation line
-                i += 1
-            tag = "ol" if ordered else "ul"
-            blocks.append(f"<{tag}>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + f"</{tag}>")
-        elif not line.strip():
-            i += 1
-        else:                                                    # a paragraph
-            para = []
-            while (i < len(lines) and lines[i].strip() and not lines[i].strip().startswith("```")
-                   and not re.match(r"\s*([-*]|\d+\.)\s+", lines[i])):
-                para.append(lines[i].strip())
-                i += 1
-            blocks.append(f"<p>{_inline(' '.join(para))}</p>")
-    return "\n".join(blocks)
-
-
-# ---------------------------------------------------------------------- scores
 
 def topic_scores(questions: list[dict], grades: dict[str, float]) -> dict[str, dict]:
     """Per topic: questions in the deck, how many graded, points, score (points / graded)."""
@@ -138,9 +84,7 @@ def validate_questions(questions: list[dict]) -> list[dict]:
     return [dict(q) for q in questions]
 
 
-# ---------------------------------------------------------------------- the widget
-
-class SelfCheck:
+class SelfCheck(CourseWidget):
     """Question → Reveal answer → Got it / Partly / Missed → score per topic.
 
     `.result` holds: "question_id", "topic", "position" (1-based, in the current deck),
@@ -150,13 +94,12 @@ class SelfCheck:
 
     def __init__(self, questions: list[dict], title: str = "Self-check"):
         import ipywidgets as W
-
+        super().__init__()
         self.questions = validate_questions(questions)
         self.topics = list(dict.fromkeys(q["topic"] for q in self.questions))
         self.grades: dict[str, float] = {}
         self.index = 0                          # position in the current deck
         self.revealed = False
-        self.result: dict = {}
 
         self.topic = W.Dropdown(options=[ALL_TOPICS, *self.topics], value=ALL_TOPICS,
                                 description="topic", layout={"width": "330px"})
@@ -188,11 +131,9 @@ class SelfCheck:
                               W.HBox([card, W.VBox([W.HTML("<b>Score per topic</b>"), self.score_view])])])
         self._render()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
+    def update(self) -> dict:
+        return self._render()
 
-    # ------------------------------------------------------------------ the deck
     @property
     def deck(self) -> list[dict]:
         """The questions of the selected topic (all of them for "all topics")."""
@@ -208,7 +149,6 @@ class SelfCheck:
         self.index, self.revealed = 0, False
         self._render()
 
-    # ------------------------------------------------------------------ actions
     def move(self, step: int) -> dict:
         """Go `step` questions forward (wrapping around); the answer is hidden again."""
         self.index = (self.index + step) % len(self.deck)
@@ -244,7 +184,6 @@ class SelfCheck:
         self.revealed = False
         return self._render()
 
-    # ------------------------------------------------------------------ drawing
     def _render(self) -> dict:
         q, deck = self.current, self.deck
         graded = q["id"] in self.grades
