@@ -454,14 +454,19 @@ def _imports(source: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+# minillm.widgets modules that hold no widget: colours, Trace layout, drawing, the base
+HELPER_MODULES = ("style", "layout", "draw", "base", "markdown")
+
+
 def widget_modules(notebook: Path) -> list[str]:
-    """The minillm.widgets modules a notebook imports widgets from (style excluded).
+    """The minillm.widgets modules a notebook imports widgets from (helpers excluded).
 
     `from minillm.widgets.stepper import EngineStepper` and
     `import minillm.widgets.kv_map` count; `from minillm.widgets.style import COLORS`
-    does not (every lesson styles its charts), and neither does an import of
-    lowercase names only (a drawing function such as `draw_slot_timeline` shows a static
-    chart, not a widget).
+    does not (every lesson styles its charts), nor does any other of the HELPER_MODULES
+    (`layout.BlockMap` is data, `draw.draw_slot_grids` a static chart), and neither does
+    an import of lowercase names only (a drawing function such as `draw_slot_grids`
+    shows a static chart, not a widget).
     """
     cells = json.loads(notebook.read_text())["cells"]
     modules = set()
@@ -471,8 +476,9 @@ def widget_modules(notebook: Path) -> list[str]:
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         for module, names in _imports(source):
             if module == "minillm.widgets":          # from minillm.widgets import x, Y
-                modules |= {f"minillm.widgets.{n}" for n in names if n != "style"}
-            elif module.startswith("minillm.widgets.") and module != "minillm.widgets.style":
+                modules |= {f"minillm.widgets.{n}" for n in names if n not in HELPER_MODULES}
+            elif (module.startswith("minillm.widgets.")
+                  and module.split(".")[2] not in HELPER_MODULES):
                 if not names or any(n[:1].isupper() for n in names):
                     modules.add(module)
     return sorted(modules)

@@ -84,6 +84,10 @@ def test_widget_lessons_are_found_by_their_imports(tmp_path):
     # styling, and a drawing function for a static chart, show no widget
     assert widget_modules(notebook("from minillm.widgets.style import COLORS",
                                    "from minillm.widgets.slot_waste import draw_slot_grids")) == []
+    # nor do the helpers a widget is built from (layout data, drawing, the base class)
+    assert widget_modules(notebook("from minillm.widgets.layout import BlockMap, block_map",
+                                   "from minillm.widgets import draw, layout",
+                                   "from minillm.widgets.base import CourseWidget")) == []
 
 
 def test_kernels_run_the_project_venv(lab):

@@ -3,11 +3,12 @@
     ChunkedPrefillExplorer()                       # simulator: decoders + long prompts arriving
     ChunkedPrefillExplorer(traces={"no chunking": t1, "chunked": t2})   # real Traces
 
-The workload is the stutter scenario of lesson 06 (`workload.stutter_workload`): a few requests stream their answers
-(steady decoders) while long prompts arrive one after another. Without chunking, each
-long prompt is prefilled in ONE step that every decoder has to wait for — a spike in
-their inter-token latency (ITL). With chunked prefill (分块预填充, Sarathi-Serve) a step
-runs at most `budget` tokens: decodes first, then a chunk of the prompt.
+The workload is the stutter scenario of lesson 06 (`workload.stutter_workload`): a few
+requests stream their answers (steady decoders) while long prompts arrive one after
+another. Without chunking, each long prompt is prefilled in ONE step that every decoder
+has to wait for — a spike in their inter-token latency (ITL). With chunked prefill
+(分块预填充, Sarathi-Serve) a step runs at most `budget` tokens: decodes first, then a
+chunk of the prompt.
 
 The picture:
 

@@ -1,6 +1,6 @@
 """KV block map: where the KV cache's memory goes, contiguous vs paged, step by step.
 
-    KVBlockMap()                                   # simulator: static+contiguous vs continuous+paged
+    KVBlockMap()                                   # simulator: static+contiguous vs paged
     KVBlockMap(left="continuous+contiguous")       # any of the four `scheduler.VARIANTS`
     KVBlockMap(runs={"paged": llm.trace})          # LLM(..., record_block_tables=True)
     KVBlockMap(runs={"static": block_map(trace)})  # a `layout.BlockMap` works too
@@ -26,7 +26,6 @@ a ValueError that says so.
 from __future__ import annotations
 
 import bisect
-import io
 import time
 
 import numpy as np
@@ -38,7 +37,7 @@ from minillm.simulate import simulate
 from minillm.widgets.base import CourseWidget, html_table
 from minillm.widgets.draw import OWNER_COLORS, block_image, draw_usage, grid_shape
 from minillm.widgets.layout import FREE, BlockMap, as_block_map, block_map, short_id
-from minillm.widgets.style import COLORS
+from minillm.widgets.style import COLORS, redraw_png
 from minillm.workload import RequestSpec, chat_burst
 
 
@@ -154,9 +153,7 @@ class BlockMapFigure:
         return numbers
 
     def png(self) -> bytes:
-        buffer = io.BytesIO()
-        self.fig.savefig(buffer, format="png", dpi=self.dpi)
-        return buffer.getvalue()
+        return redraw_png(self.fig, self.dpi)
 
 
 class KVBlockMap(CourseWidget):

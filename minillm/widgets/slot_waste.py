@@ -143,7 +143,8 @@ class SlotWasteExplorer(CourseWidget):
         self.rate = W.FloatSlider(value=rate, min=0.2, max=20.0, step=0.2,
                                   description="rate (req/s)", style=style)
         self.policy = W.Dropdown(options=POLICIES, value=policy, description="policy", style=style)
-        self.seed = W.IntText(value=seed, description="seed", style=style, layout={"width": "200px"})
+        self.seed = W.IntText(value=seed, description="seed", style=style,
+                              layout={"width": "200px"})
         self.preset = W.Button(description="seed example (8 slots)", icon="undo",
                                tooltip="8 slots, outputs 30, 40, 50, 60, 700, 80, 90, 100")
         self.preset.on_click(lambda _: self.apply_seed_preset())

@@ -26,7 +26,6 @@ only redraws.
 
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
@@ -37,7 +36,7 @@ from minillm.widgets.draw import (OWNER_COLORS, STATE_COLORS, STATE_LABELS, bloc
                                   draw_slot_grid)
 from minillm.widgets.layout import (DECODE, IDLE, PREFILL, SlotView, StepView, block_map,
                                     replay, short_id)
-from minillm.widgets.style import COLORS
+from minillm.widgets.style import COLORS, redraw_png
 
 MAX_QUEUE_SHOWN = 20
 
@@ -174,9 +173,7 @@ class StepperFigure:
 
     def png(self, index: int) -> bytes:
         self.update(index)
-        buffer = io.BytesIO()
-        self.fig.savefig(buffer, format="png", dpi=self.dpi)
-        return buffer.getvalue()
+        return redraw_png(self.fig, self.dpi)
 
 
 class EngineStepper(CourseWidget):

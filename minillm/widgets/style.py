@@ -44,9 +44,17 @@ def use_course_style() -> None:
 
 
 def figure_png(fig) -> bytes:
-    """Render a figure to PNG bytes (for an ipywidgets.Image) and close it."""
+    """Render a one-off figure to PNG bytes (for an ipywidgets.Image) and close it."""
     import matplotlib.pyplot as plt
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", bbox_inches="tight")
     plt.close(fig)
+    return buffer.getvalue()
+
+
+def redraw_png(fig, dpi: int) -> bytes:
+    """Render a figure that a widget keeps and updates in place: one Agg render, no
+    `bbox_inches="tight"` (that renders twice); the layout is fixed by hand instead."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()
