@@ -3,21 +3,21 @@
 =============================  ===========================================  ==========================
 kernel (Triton)                what it does                                 reference (PyTorch)
 =============================  ===========================================  ==========================
-``store_kv``                   write new K/V into cache slots               ``store_kv_ref``
-``paged_decode_attention``     1 query token per sequence, GQA              ``paged_decode_attention_ref``
-``paged_prefill_attention``    varlen causal: prefill chunks + decodes      ``paged_prefill_attention_ref``
+`store_kv`                   write new K/V into cache slots               `store_kv_ref`
+`paged_decode_attention`     1 query token per sequence, GQA              `paged_decode_attention_ref`
+`paged_prefill_attention`    varlen causal: prefill chunks + decodes      `paged_prefill_attention_ref`
 =============================  ===========================================  ==========================
 
 Each pair has the same signature and returns the same numbers (up to float rounding).
 
-On a machine without CUDA, importing this package sets ``TRITON_INTERPRET=1`` (unless
-you set it yourself) *before* the kernels are defined: ``@triton.jit`` reads the
+On a machine without CUDA, importing this package sets `TRITON_INTERPRET=1` (unless
+you set it yourself) *before* the kernels are defined: `@triton.jit` reads the
 variable when it decorates a function, so it must be set first. The interpreter runs
 each program of the grid one after another in Python/numpy on CPU tensors: slow, but
 the same kernel source, so you can step through it, print from it and test it.
 
 If Triton itself is missing (it ships for Linux only), the references still work and
-calling a Triton kernel raises a ``RuntimeError`` explaining why.
+calling a Triton kernel raises a `RuntimeError` explaining why.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ else:
 
 def triton_available() -> bool:
     """True when the Triton kernels can run here: Triton imports and either a CUDA GPU
-    is present or the interpreter (``TRITON_INTERPRET=1``, CPU tensors) is on."""
+    is present or the interpreter (`TRITON_INTERPRET=1`, CPU tensors) is on."""
     return _TRITON_IMPORT_ERROR is None and (torch.cuda.is_available() or interpreter_enabled())
 
 

@@ -3,14 +3,14 @@
 A Triton kernel trusts its arguments completely: a wrong shape or a head count that
 does not divide evenly does not raise, it reads the wrong memory and returns garbage
 (or crashes the GPU context). So every public function in this package validates
-*shapes, dtypes and devices* first and raises a ``ValueError`` that names the argument
+*shapes, dtypes and devices* first and raises a `ValueError` that names the argument
 and says what was expected.
 
 These checks look only at tensor metadata, never at tensor *values*: reading a value
-of a CUDA tensor (``seq_lens.max().item()``) forces the CPU to wait for the GPU, and
-the kernels run every layer of every step. The references in ``reference.py`` are the
+of a CUDA tensor (`seq_lens.max().item()`) forces the CPU to wait for the GPU, and
+the kernels run every layer of every step. The references in `reference.py` are the
 slow, clear specification, so they additionally check values (slots in range, block
-ids in range, ``query_start_loc`` consistent) with plain Python.
+ids in range, `query_start_loc` consistent) with plain Python.
 
 Shape names used throughout the package:
     T           tokens in the step's flat batch
@@ -56,9 +56,9 @@ def _require_same_device(**tensors: torch.Tensor) -> None:
 
 
 def check_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, int, int, int]:
-    """Check a K/V cache pair and return ``(num_blocks, block_size, Hkv, D)``.
+    """Check a K/V cache pair and return `(num_blocks, block_size, Hkv, D)`.
 
-    Both caches are ``[num_blocks, block_size, Hkv, D]``, same shape and dtype.
+    Both caches are `[num_blocks, block_size, Hkv, D]`, same shape and dtype.
     """
     _require_tensor("k_cache", k_cache)
     _require_tensor("v_cache", v_cache)
@@ -81,7 +81,7 @@ def check_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> tuple[int, i
 
 
 def _check_query(q: torch.Tensor, k_cache: torch.Tensor, leading: str) -> tuple[int, int, int]:
-    """Check ``q`` = ``[leading, Hq, D]`` against the cache; return ``(leading, Hq, D)``."""
+    """Check `q` = `[leading, Hq, D]` against the cache; return `(leading, Hq, D)`."""
     _require_tensor("q", q)
     if q.dim() != 3:
         raise ValueError(f"q must be [{leading}, num_q_heads, head_dim], got shape {_shape(q)}")
@@ -105,7 +105,7 @@ def _check_scale(scale) -> None:
 
 
 def check_store_kv_args(key, value, k_cache, v_cache, slot_mapping) -> None:
-    """``key``/``value`` ``[T, Hkv, D]``; caches ``[num_blocks, block_size, Hkv, D]``; ``slot_mapping`` ``[T]``."""
+    """`key`/`value` `[T, Hkv, D]`; caches `[num_blocks, block_size, Hkv, D]`; `slot_mapping` `[T]`."""
     _, _, num_kv_heads, head_dim = check_kv_cache(k_cache, v_cache)
     _require_tensor("key", key)
     _require_tensor("value", value)
@@ -131,7 +131,7 @@ def check_store_kv_args(key, value, k_cache, v_cache, slot_mapping) -> None:
 
 
 def check_decode_args(q, k_cache, v_cache, block_tables, seq_lens, scale) -> None:
-    """``q`` ``[B, Hq, D]``; ``block_tables`` ``[B, max_blocks]``; ``seq_lens`` ``[B]``."""
+    """`q` `[B, Hq, D]`; `block_tables` `[B, max_blocks]`; `seq_lens` `[B]`."""
     check_kv_cache(k_cache, v_cache)
     batch, _, _ = _check_query(q, k_cache, "B")
     _require_index("block_tables", block_tables, 2)
@@ -146,7 +146,7 @@ def check_decode_args(q, k_cache, v_cache, block_tables, seq_lens, scale) -> Non
 
 
 def check_prefill_args(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale) -> None:
-    """``q`` ``[T, Hq, D]``; ``block_tables`` ``[B, max_blocks]``; ``query_start_loc`` ``[B+1]``; ``seq_lens`` ``[B]``."""
+    """`q` `[T, Hq, D]`; `block_tables` `[B, max_blocks]`; `query_start_loc` `[B+1]`; `seq_lens` `[B]`."""
     check_kv_cache(k_cache, v_cache)
     _check_query(q, k_cache, "T")
     _require_index("block_tables", block_tables, 2)
@@ -167,17 +167,17 @@ def check_prefill_args(q, k_cache, v_cache, block_tables, query_start_loc, seq_l
 
 
 def interpreter_enabled() -> bool:
-    """True when Triton kernels run in the Python interpreter (``TRITON_INTERPRET=1``)."""
+    """True when Triton kernels run in the Python interpreter (`TRITON_INTERPRET=1`)."""
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
 def check_launchable(t: torch.Tensor, uses_dot: bool = False) -> None:
-    """Can a Triton kernel run on ``t`` here?
+    """Can a Triton kernel run on `t` here?
 
     A compiled kernel needs CUDA tensors; the interpreter works on CPU tensors. One trap:
     Triton 3.7's interpreter stores bfloat16 as raw uint16 bits (numpy has no bf16) and
-    its ``tl.dot`` multiplies those bits as integers, so an attention kernel would return
-    garbage without any error. We refuse instead (``uses_dot=True``).
+    its `tl.dot` multiplies those bits as integers, so an attention kernel would return
+    garbage without any error. We refuse instead (`uses_dot=True`).
     """
     if t.device.type != "cuda" and not interpreter_enabled():
         raise ValueError(

@@ -6,17 +6,17 @@
 
 For every configuration it reports:
 
-* **time per call** of the Triton kernel, the PyTorch reference (``reference.py``) and
-  ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) — once on K/V gathered
+* **time per call** of the Triton kernel, the PyTorch reference (`reference.py`) and
+  `torch.nn.functional.scaled_dot_product_attention` (SDPA) — once on K/V gathered
   out of the paged cache inside the timed call (what an engine without a paged kernel
   must do every step), once on K/V that are already dense (SDPA's best case, a bound
   no paged kernel has to beat);
 * **achieved bandwidth** = bytes that must move (K/V of every cached position read once,
   q read, output written) / time, and that as a fraction of the device's *measured*
-  copy bandwidth (a large ``tensor.copy_``: what the memory system really delivers,
+  copy bandwidth (a large `tensor.copy_`: what the memory system really delivers,
   usually 85-95 % of the datasheet peak). Decode is memory-bound, so this fraction is
   its score: close to 1 means the kernel streams the cache at full speed;
-* for prefill also TFLOP/s (causal: query at position p costs ``4 * D * (p + 1)`` FLOPs
+* for prefill also TFLOP/s (causal: query at position p costs `4 * D * (p + 1)` FLOPs
   per head), because long chunks are compute-bound and their bandwidth looks low.
 
 On CPU the kernels run in the Triton *interpreter*, one program at a time in Python:
@@ -72,7 +72,7 @@ CPU_PREFILL = {
 
 
 def time_call(fn, device: torch.device, iters: int, warmup: int) -> float:
-    """Median seconds per call of ``fn()``.
+    """Median seconds per call of `fn()`.
 
     On CUDA each call is timed with CUDA events, and the L2 cache is wiped before each
     one by overwriting a buffer larger than L2: otherwise a small problem would be read
@@ -114,7 +114,7 @@ def copy_bandwidth(device: torch.device) -> float:
 
 
 def make_paged_kv(seq_lens, num_kv_heads, head_dim, block_size, dtype, device, gen):
-    """Random K/V caches holding ``seq_lens`` tokens per sequence in shuffled blocks."""
+    """Random K/V caches holding `seq_lens` tokens per sequence in shuffled blocks."""
     blocks = [math.ceil(length / block_size) for length in seq_lens]
     num_blocks = sum(blocks)
     shape = (num_blocks, block_size, num_kv_heads, head_dim)
@@ -131,7 +131,7 @@ def make_paged_kv(seq_lens, num_kv_heads, head_dim, block_size, dtype, device, g
 
 
 def gather_dense(k_cache, v_cache, block_tables, length):
-    """Paged -> dense for equal-length sequences: ``[B, Hkv, length, D]`` each."""
+    """Paged -> dense for equal-length sequences: `[B, Hkv, length, D]` each."""
     batch, max_blocks = block_tables.shape
     _, block_size, num_kv_heads, head_dim = k_cache.shape
     idx = block_tables.long()  # [B, max_blocks]

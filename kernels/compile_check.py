@@ -1,11 +1,11 @@
 """Compile every kernel for a real NVIDIA GPU (sm_90, H100/H200) on a machine without one.
 
-The interpreter (``TRITON_INTERPRET=1``) type-checks a kernel like the compiler does,
+The interpreter (`TRITON_INTERPRET=1`) type-checks a kernel like the compiler does,
 then runs each operation as numpy code. It never lowers the kernel to GPU code, so
 anything that only fails in that lowering (an op or layout the backend cannot generate,
 a lowering bug for an unusual shape) goes unnoticed until the kernel meets a GPU.
 Triton's compiler itself needs no GPU: it lowers the kernel to PTX and runs the bundled
-``ptxas`` to a cubin. So this check, run on a laptop, tells you whether the kernel would
+`ptxas` to a cubin. So this check, run on a laptop, tells you whether the kernel would
 at least *build* on a GPU, and how much shared memory each variant needs. It does not
 run anything, so it says nothing about speed or about out-of-bounds accesses.
 
@@ -13,9 +13,9 @@ Usage::
 
     python -m kernels.compile_check            # prints one line per kernel variant
 
-It uses ``triton.compiler.ASTSource`` and ``GPUTarget`` (Triton 3.x internals): each
-argument gets a type string (``"*fp16"`` pointer, ``"i32"``, ``"fp32"``) or is bound as a
-compile-time constant (``tl.constexpr``), exactly what a launch would infer.
+It uses `triton.compiler.ASTSource` and `GPUTarget` (Triton 3.x internals): each
+argument gets a type string (`"*fp16"` pointer, `"i32"`, `"fp32"`) or is bound as a
+compile-time constant (`tl.constexpr`), exactly what a launch would infer.
 """
 
 from __future__ import annotations

@@ -1,46 +1,46 @@
 """Triton kernel: paged decode attention (one new token per sequence, GQA, online softmax).
 
 In a decode step every running sequence brings exactly one new token. Its query
-``q[b]`` (``[Hq, D]``) must attend to all ``seq_lens[b]`` keys and values of that
+`q[b]` (`[Hq, D]`) must attend to all `seq_lens[b]` keys and values of that
 sequence, which live scattered over the paged cache, block by block, as the block table
 says. The work is tiny (a few multiply-adds per byte), so decode attention is
 *memory-bound*: its speed is how fast the K/V bytes stream out of HBM. The design
 follows from that:
 
-* **One program per (sequence, KV head).** With grouped-query attention, ``Hq / Hkv``
-  query heads share one KV head. A program loads its ``GROUP`` query heads as a small
-  ``[BLOCK_G, D]`` tile and streams the KV head's keys/values *once* for all of them.
-  (One program per query head would read every K/V byte ``GROUP`` times.)
-* **Walk the sequence in tiles of ``BLOCK_N`` positions.** For each position ``p`` in the
-  tile the program looks up its physical block ``block_tables[b, p // block_size]`` and
-  row ``p % block_size``, then gathers the K rows: ``[BLOCK_N, D]``. Because the lookup is
-  per position, the tile size is independent of the cache's ``block_size`` (8, 16, 32,
+* **One program per (sequence, KV head).** With grouped-query attention, `Hq / Hkv`
+  query heads share one KV head. A program loads its `GROUP` query heads as a small
+  `[BLOCK_G, D]` tile and streams the KV head's keys/values *once* for all of them.
+  (One program per query head would read every K/V byte `GROUP` times.)
+* **Walk the sequence in tiles of `BLOCK_N` positions.** For each position `p` in the
+  tile the program looks up its physical block `block_tables[b, p // block_size]` and
+  row `p % block_size`, then gathers the K rows: `[BLOCK_N, D]`. Because the lookup is
+  per position, the tile size is independent of the cache's `block_size` (8, 16, 32,
   or not even a power of two all work), and unused block-table entries are never read.
 * **Online softmax** (Milakov & Gimelshein 2018, the trick inside FlashAttention). The
   softmax denominator needs *all* scores, but we do not want to store them. Keep, per
-  query head, the running maximum ``m``, the running sum ``l`` of ``exp(s - m)`` and the
-  running un-normalised output ``acc = sum exp(s - m) * v``. When a new tile raises the
-  maximum to ``m_new``, the old terms are rescaled by ``alpha = exp(m - m_new)``::
+  query head, the running maximum `m`, the running sum `l` of `exp(s - m)` and the
+  running un-normalised output `acc = sum exp(s - m) * v`. When a new tile raises the
+  maximum to `m_new`, the old terms are rescaled by `alpha = exp(m - m_new)`::
 
       m_new = max(m, max_j s_j)
       l     = l * alpha + sum_j exp(s_j - m_new)
       acc   = acc * alpha + sum_j exp(s_j - m_new) * v_j
       out   = acc / l                              (once, after the last tile)
 
-  Subtracting the maximum keeps ``exp`` from overflowing. We work in base 2
-  (``exp2``, with ``log2(e)`` folded into the scale) because the GPU has a native
-  ``exp2`` instruction; ``exp(x) = exp2(x * log2(e))`` so the result is identical.
+  Subtracting the maximum keeps `exp` from overflowing. We work in base 2
+  (`exp2`, with `log2(e)` folded into the scale) because the GPU has a native
+  `exp2` instruction; `exp(x) = exp2(x * log2(e))` so the result is identical.
 
 Precision: K/V/q stay in their storage dtype (fp16/bf16 halve the bytes to read);
-``tl.dot`` accumulates in fp32 and ``m``, ``l``, ``acc`` are fp32. For fp32 inputs we ask
-for ``input_precision="ieee"``: by default Triton rounds fp32 operands to TF32 (10-bit
+`tl.dot` accumulates in fp32 and `m`, `l`, `acc` are fp32. For fp32 inputs we ask
+for `input_precision="ieee"`: by default Triton rounds fp32 operands to TF32 (10-bit
 mantissa) on tensor cores, which would cost ~1e-3 of accuracy.
 
 Tensor-core matrix instructions work on tiles of at least 16 rows, so the group of query
-heads (often 4 or 8) is padded to ``BLOCK_G >= 16`` rows; the extra rows load zeros and
+heads (often 4 or 8) is padded to `BLOCK_G >= 16` rows; the extra rows load zeros and
 are never stored. That wastes some arithmetic, which decode has plenty of to spare.
 
-Limitation worth knowing: the grid has only ``B * Hkv`` programs. With a small batch and
+Limitation worth knowing: the grid has only `B * Hkv` programs. With a small batch and
 a long context (B=1, 8 KV heads, 32k tokens) most of the GPU's ~100+ SMs sit idle while
 8 programs walk 32k positions each. Production kernels then also split each sequence
 across programs and merge the partial softmax states afterwards ("flash-decoding",
@@ -140,18 +140,15 @@ def _paged_decode_kernel(
 def paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens, scale):
     """Decode attention over a paged KV cache: one query token per sequence.
 
-    Args:
-        q: ``[B, Hq, D]`` — query of each sequence's newest token.
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]``; the newest token's K/V
-            must already be stored (``store_kv``), so it attends to itself.
-        block_tables: ``[B, max_blocks]`` int32 — physical block of each logical block.
-            Entries past ``ceil(seq_lens[b] / block_size)`` are never read.
-        seq_lens: ``[B]`` int32 — positions in each sequence's cache (0 gives zeros).
-        scale: softmax scale, usually ``1 / sqrt(D)``.
-    Returns:
-        ``[B, Hq, D]`` in ``q.dtype``.
-    Raises:
-        ValueError: on a shape, dtype or device mismatch, or ``Hq % Hkv != 0``.
+    * `q` — `[B, Hq, D]` — query of each sequence's newest token.
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]`; the newest token's K/V
+      must already be stored (`store_kv`), so it attends to itself.
+    * `block_tables` — `[B, max_blocks]` int32 — physical block of each logical block.
+      Entries past `ceil(seq_lens[b] / block_size)` are never read.
+    * `seq_lens` — `[B]` int32 — positions in each sequence's cache (0 gives zeros).
+    * `scale` — softmax scale, usually `1 / sqrt(D)`.
+    Returns `[B, Hq, D]` in `q.dtype`.
+    Raises `ValueError` on a shape, dtype or device mismatch, or `Hq % Hkv != 0`.
     """
     check_decode_args(q, k_cache, v_cache, block_tables, seq_lens, scale)
     check_launchable(q, uses_dot=True)

@@ -1,46 +1,46 @@
 """Triton kernel: varlen causal attention over the paged KV cache (prefill chunks + decodes).
 
 With chunked prefill (lesson 06) one forward step carries a *flat* batch of T query
-tokens: for every sequence b, its ``n_b`` newest tokens, laid end to end::
+tokens: for every sequence b, its `n_b` newest tokens, laid end to end::
 
     q rows:  [ seq0: 1 decode | seq1: 96-token chunk | seq2: 1 decode | seq3: whole prompt ]
     query_start_loc = [0, 1, 97, 98, 98 + len(prompt)]           # [B+1], cumulative n_b
 
-The new tokens' K/V were already written to the cache by ``store_kv``, so sequence b's
-cache holds ``seq_lens[b]`` positions, its chunk starts at position
-``ctx_b = seq_lens[b] - n_b`` (the tokens cached in earlier steps), and query i sits at
-absolute position ``ctx_b + i``. Causality: it sees keys ``0 .. ctx_b + i``. A chunk may
-start in the middle of a block (``ctx_b % block_size != 0``): nothing special happens,
+The new tokens' K/V were already written to the cache by `store_kv`, so sequence b's
+cache holds `seq_lens[b]` positions, its chunk starts at position
+`ctx_b = seq_lens[b] - n_b` (the tokens cached in earlier steps), and query i sits at
+absolute position `ctx_b + i`. Causality: it sees keys `0 .. ctx_b + i`. A chunk may
+start in the middle of a block (`ctx_b % block_size != 0`): nothing special happens,
 because every key position is looked up through the block table on its own.
 
-**Grid.** One program handles one *query tile* (``BLOCK_Q`` consecutive tokens of one
-sequence) for one KV head, and streams that sequence's K/V in tiles of ``BLOCK_N``
-positions with the online softmax (see ``paged_decode.py``). Its rows are the
-``BLOCK_Q x GROUP`` (token, query head) pairs that share the KV head: row r is token
-``r // GROUP``, query head ``kv_head * GROUP + r % GROUP``. So each K/V tile is read once
+**Grid.** One program handles one *query tile* (`BLOCK_Q` consecutive tokens of one
+sequence) for one KV head, and streams that sequence's K/V in tiles of `BLOCK_N`
+positions with the online softmax (see `paged_decode.py`). Its rows are the
+`BLOCK_Q x GROUP` (token, query head) pairs that share the KV head: row r is token
+`r // GROUP`, query head `kv_head * GROUP + r % GROUP`. So each K/V tile is read once
 per query tile for the whole GQA group.
 
-How many query tiles are there? ``sum_b ceil(n_b / BLOCK_Q)`` depends on the lengths,
+How many query tiles are there? `sum_b ceil(n_b / BLOCK_Q)` depends on the lengths,
 which live on the GPU; reading them on the CPU would stall the pipeline. Instead we
 number the tiles so that sequence b's tiles start at
 
     first_tile(b) = query_start_loc[b] // BLOCK_Q + b
 
-It is strictly increasing in b, and it leaves room for all ``ceil(n_b / BLOCK_Q)`` tiles
-of sequence b before ``first_tile(b + 1)``: with ``s = query_start_loc[b]``,
-``(s + n_b) // BLOCK_Q - s // BLOCK_Q >= n_b // BLOCK_Q >= ceil(n_b / BLOCK_Q) - 1``.
-The last tile of the last sequence is then at most ``T // BLOCK_Q + B - 1``, so we
-launch ``T // BLOCK_Q + B`` tiles (both known on the host, no sync), and each program
-finds its sequence with a binary search over ``first_tile``. The few programs that land
+It is strictly increasing in b, and it leaves room for all `ceil(n_b / BLOCK_Q)` tiles
+of sequence b before `first_tile(b + 1)`: with `s = query_start_loc[b]`,
+`(s + n_b) // BLOCK_Q - s // BLOCK_Q >= n_b // BLOCK_Q >= ceil(n_b / BLOCK_Q) - 1`.
+The last tile of the last sequence is then at most `T // BLOCK_Q + B - 1`, so we
+launch `T // BLOCK_Q + B` tiles (both known on the host, no sync), and each program
+finds its sequence with a binary search over `first_tile`. The few programs that land
 in a gap (at most one per sequence) return at once.
 
-Example, ``BLOCK_Q = 16``, ``query_start_loc = [0, 1, 41, 42]`` (decode, 40-token chunk,
-decode): ``first_tile = [0, 1, 4]``; sequence 1 owns tiles 1, 2, 3 (tokens 0-15,
-16-31, 32-39); the grid has ``42 // 16 + 3 = 5`` tiles and tile 4 is sequence 2's.
+Example, `BLOCK_Q = 16`, `query_start_loc = [0, 1, 41, 42]` (decode, 40-token chunk,
+decode): `first_tile = [0, 1, 4]`; sequence 1 owns tiles 1, 2, 3 (tokens 0-15,
+16-31, 32-39); the grid has `42 // 16 + 3 = 5` tiles and tile 4 is sequence 2's.
 
-**Loop bounds.** A tile's last query is at ``ctx_b + min(first_token + BLOCK_Q, n_b) - 1``,
-so it never needs keys past that: the loop stops there instead of at ``seq_lens[b]``.
-Inside the loop, a key is visible to a row when ``key_pos <= query_pos`` (the causal
+**Loop bounds.** A tile's last query is at `ctx_b + min(first_token + BLOCK_Q, n_b) - 1`,
+so it never needs keys past that: the loop stops there instead of at `seq_lens[b]`.
+Inside the loop, a key is visible to a row when `key_pos <= query_pos` (the causal
 mask), which also hides positions beyond the end.
 """
 
@@ -61,7 +61,7 @@ BLOCK_N = 32  # KV positions per loop iteration
 
 @triton.jit
 def _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q: tl.constexpr):
-    """Binary search: the last sequence b with ``query_start_loc[b] // BLOCK_Q + b <= tile``."""
+    """Binary search: the last sequence b with `query_start_loc[b] // BLOCK_Q + b <= tile`."""
     # lo and hi change inside a runtime loop, so start them as int32 tensors: their
     # type is then the same before and after every iteration.
     lo = tl.full([], 0, tl.int32)  # invariant: the answer lies in [lo, hi)
@@ -167,24 +167,21 @@ def _paged_prefill_kernel(
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale):
     """Causal attention for a flat batch mixing prefill chunks and decodes, over paged KV.
 
-    Args:
-        q: ``[T, Hq, D]`` — rows ``query_start_loc[b] : query_start_loc[b+1]`` are the
-            ``n_b`` newest tokens of sequence b.
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]``, with the new tokens'
-            K/V already stored.
-        block_tables: ``[B, max_blocks]`` int32; entries past the sequence's last block
-            are never read.
-        query_start_loc: ``[B+1]`` int32, from 0 rising to T.
-        seq_lens: ``[B]`` int32, cached positions per sequence including the new
-            tokens (so ``seq_lens[b] >= n_b``).
-        scale: softmax scale.
-    Returns:
-        ``[T, Hq, D]`` in ``q.dtype``: query i of sequence b attends to positions
-        ``0 .. seq_lens[b] - n_b + i``.
-    Raises:
-        ValueError: on a shape, dtype or device mismatch, or ``Hq % Hkv != 0``. Values
-        (``query_start_loc`` order, ``seq_lens >= n_b``) are not checked here, to avoid
-        a GPU->CPU sync; ``paged_prefill_attention_ref`` checks them.
+    * `q` — `[T, Hq, D]` — rows `query_start_loc[b] : query_start_loc[b+1]` are the
+      `n_b` newest tokens of sequence b.
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]`, with the new tokens'
+      K/V already stored.
+    * `block_tables` — `[B, max_blocks]` int32; entries past the sequence's last block
+      are never read.
+    * `query_start_loc` — `[B+1]` int32, from 0 rising to T.
+    * `seq_lens` — `[B]` int32, cached positions per sequence including the new
+      tokens (so `seq_lens[b] >= n_b`).
+    * `scale` — softmax scale.
+    Returns `[T, Hq, D]` in `q.dtype`: query i of sequence b attends to positions
+      `0 .. seq_lens[b] - n_b + i`.
+    Raises `ValueError` on a shape, dtype or device mismatch, or `Hq % Hkv != 0`. Values
+      (`query_start_loc` order, `seq_lens >= n_b`) are not checked here, to avoid
+      a GPU->CPU sync; `paged_prefill_attention_ref` checks them.
     """
     check_prefill_args(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale)
     check_launchable(q, uses_dot=True)

@@ -6,7 +6,7 @@ out of the paged cache into an ordinary dense tensor, so every step is visible; 
 are slow on purpose. The tests compare the Triton kernels against these, and compare
 these against an even plainer dense computation.
 
-The paged KV cache (lesson 05) in one picture, ``block_size = 4``::
+The paged KV cache (lesson 05) in one picture, `block_size = 4`::
 
     block_tables[b] = [7, 2, 9]          seq_lens[b] = 10
     token position   0 1 2 3 | 4 5 6 7 | 8 9
@@ -15,10 +15,10 @@ The paged KV cache (lesson 05) in one picture, ``block_size = 4``::
     position p of sequence b lives at  k_cache[block_tables[b, p // block_size],
                                                p % block_size]          # [Hkv, D]
 
-Entries of ``block_tables[b]`` past ``ceil(seq_lens[b] / block_size)`` are unused and
+Entries of `block_tables[b]` past `ceil(seq_lens[b] / block_size)` are unused and
 may hold anything (0, -1, a stale id): nobody may read them.
 
-Numerics: all arithmetic is done in float32 and the result is cast to ``q.dtype``,
+Numerics: all arithmetic is done in float32 and the result is cast to `q.dtype`,
 which is what the kernels do too (fp16/bf16 in memory, fp32 in registers).
 """
 
@@ -32,12 +32,11 @@ from ._checks import check_decode_args, check_prefill_args, check_store_kv_args
 def store_kv_ref(key, value, k_cache, v_cache, slot_mapping) -> None:
     """Write each new token's key/value into its slot of the paged cache, in place.
 
-    Args:
-        key, value:   ``[T, Hkv, D]`` — K and V of this step's T new tokens.
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]`` — one layer's cache.
-        slot_mapping: ``[T]`` int — flat slot of each token: slot ``s`` is block
-            ``s // block_size``, offset ``s % block_size``. ``-1`` means "padding
-            token, write nothing".
+    * `key`, `value` — `[T, Hkv, D]` — K and V of this step's T new tokens.
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]` — one layer's cache.
+    * `slot_mapping` — `[T]` int — flat slot of each token: slot `s` is block
+      `s // block_size`, offset `s % block_size`. `-1` means "padding
+      token, write nothing".
     """
     check_store_kv_args(key, value, k_cache, v_cache, slot_mapping)
     num_blocks, block_size = k_cache.shape[:2]
@@ -55,13 +54,11 @@ def store_kv_ref(key, value, k_cache, v_cache, slot_mapping) -> None:
 
 
 def gather_kv(k_cache, v_cache, block_table_row, length: int):
-    """Copy the first ``length`` positions of one sequence out of the paged cache.
+    """Copy the first `length` positions of one sequence out of the paged cache.
 
-    Args:
-        block_table_row: ``[max_blocks]`` — this sequence's row of ``block_tables``.
-        length: number of positions to gather (the sequence's ``seq_len``).
-    Returns:
-        ``(k, v)``, each ``[length, Hkv, D]``, dense and in position order.
+    * `block_table_row` — `[max_blocks]` — this sequence's row of `block_tables`.
+    * `length` — number of positions to gather (the sequence's `seq_len`).
+    Returns `(k, v)`, each `[length, Hkv, D]`, dense and in position order.
     """
     num_blocks, block_size, num_kv_heads, head_dim = k_cache.shape
     blocks_used = -(-length // block_size)  # ceil division
@@ -81,12 +78,10 @@ def gather_kv(k_cache, v_cache, block_table_row, length: int):
 def _attend(q, k, v, scale, q_positions):
     """Causal attention of some queries over one sequence's dense K/V, in fp32.
 
-    Args:
-        q: ``[n, Hq, D]`` queries; query i sits at absolute position ``q_positions[i]``.
-        k, v: ``[L, Hkv, D]`` — positions ``0 .. L-1`` of the sequence.
-        q_positions: ``[n]`` — a query at position p sees keys ``0 .. p``.
-    Returns:
-        ``[n, Hq, D]`` float32.
+    * `q` — `[n, Hq, D]` queries; query i sits at absolute position `q_positions[i]`.
+    * `k`, `v` — `[L, Hkv, D]` — positions `0 .. L-1` of the sequence.
+    * `q_positions` — `[n]` — a query at position p sees keys `0 .. p`.
+    Returns `[n, Hq, D]` float32.
     """
     group = q.shape[1] // k.shape[1]
     # GQA: query head h reads kv head h // group, so repeat each kv head `group` times.
@@ -103,15 +98,13 @@ def _attend(q, k, v, scale, q_positions):
 def paged_decode_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, scale):
     """Attention of one new query token per sequence over that sequence's paged KV.
 
-    Args:
-        q: ``[B, Hq, D]`` — the query of each sequence's newest token.
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]`` (the newest token's K/V is
-            already stored, so it attends to itself).
-        block_tables: ``[B, max_blocks]`` int.
-        seq_lens: ``[B]`` int — tokens in each sequence's cache, the newest included.
-        scale: softmax scale, usually ``1 / sqrt(D)``.
-    Returns:
-        ``[B, Hq, D]`` in ``q.dtype``. A sequence with ``seq_len == 0`` gets zeros.
+    * `q` — `[B, Hq, D]` — the query of each sequence's newest token.
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]` (the newest token's K/V is
+      already stored, so it attends to itself).
+    * `block_tables` — `[B, max_blocks]` int.
+    * `seq_lens` — `[B]` int — tokens in each sequence's cache, the newest included.
+    * `scale` — softmax scale, usually `1 / sqrt(D)`.
+    Returns `[B, Hq, D]` in `q.dtype`. A sequence with `seq_len == 0` gets zeros.
     """
     check_decode_args(q, k_cache, v_cache, block_tables, seq_lens, scale)
     out = torch.zeros_like(q)
@@ -130,22 +123,20 @@ def paged_decode_attention_ref(q, k_cache, v_cache, block_tables, seq_lens, scal
 def paged_prefill_attention_ref(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale):
     """Causal attention for a step's flat batch of prefill chunks and decodes.
 
-    Sequence b owns query rows ``query_start_loc[b] : query_start_loc[b+1]`` of ``q``:
-    its ``n_b`` newest tokens (a whole prompt, a chunk of one, or 1 decode token).
-    Their K/V are already in the cache, so the cache holds ``seq_lens[b]`` positions and
-    query i of the sequence sits at absolute position ``seq_lens[b] - n_b + i``. It
-    attends to positions ``0 .. seq_lens[b] - n_b + i``: everything cached before the
+    Sequence b owns query rows `query_start_loc[b] : query_start_loc[b+1]` of `q`:
+    its `n_b` newest tokens (a whole prompt, a chunk of one, or 1 decode token).
+    Their K/V are already in the cache, so the cache holds `seq_lens[b]` positions and
+    query i of the sequence sits at absolute position `seq_lens[b] - n_b + i`. It
+    attends to positions `0 .. seq_lens[b] - n_b + i`: everything cached before the
     chunk plus the chunk's tokens up to and including itself.
 
-    Args:
-        q: ``[T, Hq, D]``.
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]``.
-        block_tables: ``[B, max_blocks]`` int.
-        query_start_loc: ``[B+1]`` int — cumulative query counts, ``0 … T``.
-        seq_lens: ``[B]`` int — cached positions per sequence, new tokens included.
-        scale: softmax scale.
-    Returns:
-        ``[T, Hq, D]`` in ``q.dtype``.
+    * `q` — `[T, Hq, D]`.
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]`.
+    * `block_tables` — `[B, max_blocks]` int.
+    * `query_start_loc` — `[B+1]` int — cumulative query counts, `0 … T`.
+    * `seq_lens` — `[B]` int — cached positions per sequence, new tokens included.
+    * `scale` — softmax scale.
+    Returns `[T, Hq, D]` in `q.dtype`.
     """
     check_prefill_args(q, k_cache, v_cache, block_tables, query_start_loc, seq_lens, scale)
     starts = query_start_loc.tolist()

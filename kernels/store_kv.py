@@ -1,21 +1,21 @@
-"""Triton kernel: write the new tokens' K/V into the paged KV cache (``slot_mapping``).
+"""Triton kernel: write the new tokens' K/V into the paged KV cache (`slot_mapping`).
 
-Every forward step produces K and V for its T new tokens, as one flat ``[T, Hkv, D]``
+Every forward step produces K and V for its T new tokens, as one flat `[T, Hkv, D]`
 tensor each. Before attention runs, they must be copied into the paged cache, each
 token into the slot the block manager chose for it::
 
     slot_mapping[t] = s   ->   k_cache[s // block_size, s % block_size] = key[t]   # [Hkv, D]
 
-In PyTorch that is one advanced-indexing assignment (``k_cache.view(-1, Hkv, D)[slots]
-= key``), but it needs the padding slots filtered out first, and it is a good first
+In PyTorch that is one advanced-indexing assignment (`k_cache.view(-1, Hkv, D)[slots]
+= key`), but it needs the padding slots filtered out first, and it is a good first
 Triton kernel: one program per token, no arithmetic, just addresses.
 
 How a Triton program sees memory: a kernel receives raw pointers plus the *strides* of
 each tensor (how many elements to step to move by one along a dimension). Element
-``x[i, j, k]`` lives at ``x_ptr + i*stride0 + j*stride1 + k*stride2``. Building a 2-D
-tile of such offsets with ``tl.arange`` and broadcasting lets one ``tl.load`` fetch the
-whole ``[Hkv, D]`` slice of a token at once. Passing strides (instead of assuming a
-contiguous layout) makes the kernel correct for any view, e.g. ``key`` sliced out of a
+`x[i, j, k]` lives at `x_ptr + i*stride0 + j*stride1 + k*stride2`. Building a 2-D
+tile of such offsets with `tl.arange` and broadcasting lets one `tl.load` fetch the
+whole `[Hkv, D]` slice of a token at once. Passing strides (instead of assuming a
+contiguous layout) makes the kernel correct for any view, e.g. `key` sliced out of a
 fused QKV projection.
 """
 
@@ -69,19 +69,16 @@ def _store_kv_kernel(
 
 
 def store_kv(key, value, k_cache, v_cache, slot_mapping) -> None:
-    """Write ``key``/``value`` into the paged caches at ``slot_mapping``, in place.
+    """Write `key`/`value` into the paged caches at `slot_mapping`, in place.
 
-    Args:
-        key, value: ``[T, Hkv, D]`` — this step's new K and V (any strides).
-        k_cache, v_cache: ``[num_blocks, block_size, Hkv, D]`` — written in place.
-        slot_mapping: ``[T]`` int32/int64 — token t goes to block ``s // block_size``,
-            row ``s % block_size`` where ``s = slot_mapping[t]``; negative (``-1``) means
-            "padding, skip". Slots must be ``< num_blocks * block_size``: the kernel does
-            not check values (that would cost a GPU->CPU sync); ``store_kv_ref`` does.
-    Returns:
-        None.
-    Raises:
-        ValueError: on a shape, dtype or device mismatch.
+    * `key`, `value` — `[T, Hkv, D]` — this step's new K and V (any strides).
+    * `k_cache`, `v_cache` — `[num_blocks, block_size, Hkv, D]` — written in place.
+    * `slot_mapping` — `[T]` int32/int64 — token t goes to block `s // block_size`,
+      row `s % block_size` where `s = slot_mapping[t]`; negative (`-1`) means
+      "padding, skip". Slots must be `< num_blocks * block_size`: the kernel does
+      not check values (that would cost a GPU->CPU sync); `store_kv_ref` does.
+    Returns None.
+    Raises `ValueError` on a shape, dtype or device mismatch.
     """
     check_store_kv_args(key, value, k_cache, v_cache, slot_mapping)
     check_launchable(key)

@@ -1,9 +1,11 @@
 """minillm — a small but complete LLM inference engine, built lesson by lesson.
 
 The public API mirrors vLLM's (`LLM`, `SamplingParams`, `LLMEngine`, `RequestOutput`)
-so a script moves to vLLM by changing one import. See DESIGN.md §2 for the data flow:
+so a script moves to vLLM by changing one import. One request's path, file by file:
 
-    LLM.generate → LLMEngine.step → Scheduler.schedule → Runner.execute → update → Trace
+    llm.py → engine.py (make_sequence) → scheduler/ (schedule, with kv_cache/)
+           → model_runner.py → flat_batch.py → model.py (→ attention/) → sampler.py
+           → engine.py (update) → trace.py, outputs.py
 """
 
 import os as _os
@@ -23,8 +25,8 @@ __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "CompletionOut
 
 
 def __getattr__(name):
-    # torch-heavy parts load on first use, so `import minillm` stays fast for the
-    # simulator and the widgets
+    # the engine's parts load on first use: `from minillm import SamplingParams` does
+    # not build the model stack
     if name == "LLM":
         from minillm.llm import LLM
         return LLM

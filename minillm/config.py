@@ -103,7 +103,6 @@ class EngineConfig:
         self._check_model_side()
         keep("seed", check_int("seed", self.seed))
 
-    # ------------------------------------------------------------------ checks
     def _check_speculative(self, scheduler_cls) -> None:
         spec = self.speculative_config
         if spec is None:
@@ -140,7 +139,6 @@ class EngineConfig:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)} or the matching torch "
                              f"dtype, got {self.dtype!r}")
 
-    # ------------------------------------------------------------------ derived
     @property
     def scheduler_class(self):
         from minillm.scheduler import resolve_scheduler

@@ -61,7 +61,6 @@ class LLMEngine:
         self._in_step = False
         self._deferred_aborts: list[str] = []     # abort_request calls made during a step
 
-    # ------------------------------------------------------------------ requests
     def add_request(self, request_id: str, prompt, params: SamplingParams | None = None,
                     arrival_time: float | None = None, priority: int = 0) -> None:
         """Queue a request. `prompt`: a string, {"prompt": text} or {"prompt_token_ids": [...]}."""
@@ -162,7 +161,6 @@ class LLMEngine:
         return Trace(config=self.config, max_steps=self.max_trace_steps,
                      record_block_tables=self.record_block_tables)
 
-    # ------------------------------------------------------------------ the loop
     def step(self) -> list[RequestOutput]:
         """Run one iteration; return outputs of requests that got a token or finished."""
         with self._stepping():

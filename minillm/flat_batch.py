@@ -65,10 +65,6 @@ class AttentionMetadata:
         return max(self.query_lens)
 
     @property
-    def max_seq_len(self) -> int:
-        return max(self.seq_lens_list)
-
-    @property
     def all_decode(self) -> bool:
         """True when every sequence runs exactly one new token."""
         return self.max_query_len == 1

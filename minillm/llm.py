@@ -83,7 +83,6 @@ class LLM:
                    "device": str(self.device), "dtype": str(dtype).replace("torch.", "")})
         self._request_ids = itertools.count()     # "0", "1", ... like vLLM: reproducible
 
-    # ------------------------------------------------------------------ API
     @property
     def trace(self):
         """The Trace of the last `generate`/`chat` call (per-step and per-request records)."""
@@ -164,7 +163,7 @@ class LLM:
         return finished
 
 
-# ---------------------------------------------------------------------- argument checks
+# argument checks of the public calls
 def _prompt_list(prompts) -> list:
     if isinstance(prompts, (str, dict)):
         return [prompts]

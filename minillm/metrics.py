@@ -54,8 +54,6 @@ PERCENTILE_METHOD = "linear"
 COMPLETED = ("stop", "length")
 
 
-# ---------------------------------------------------------------------- per request
-
 def completed_requests(trace: Trace) -> list[RequestRecord]:
     """Requests that finished normally (not aborted, not still running)."""
     return [r for r in trace.requests.values() if r.finish_reason in COMPLETED]
@@ -109,8 +107,6 @@ def percentiles(values, qs=PERCENTILES) -> dict[int, float]:
         return {q: float("nan") for q in qs}
     return {q: float(v) for q, v in zip(qs, np.percentile(values, qs, method=PERCENTILE_METHOD))}
 
-
-# ---------------------------------------------------------------------- per run
 
 def slot_counts(trace: Trace) -> tuple[int, int]:
     """(busy slot-steps, all slot-steps) over the trace."""
@@ -177,8 +173,6 @@ def goodput(trace: Trace, ttft_slo: float | None = None, tpot_slo: float | None 
             "goodput_rps": good / duration if duration > 0 else float("nan"),
             "goodput_fraction": good / considered if considered else float("nan")}
 
-
-# ---------------------------------------------------------------------- summaries
 
 def summarize(trace: Trace, ttft_slo: float | None = None, tpot_slo: float | None = None) -> dict:
     """Every metric of the module in one flat dict (latencies in seconds).

@@ -70,10 +70,6 @@ class RotaryEmbedding(nn.Module):
         return (self.cos[positions].unsqueeze(1).to(dtype),
                 self.sin[positions].unsqueeze(1).to(dtype))
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate x [T, heads, D] by its rows' positions [T]."""
-        return apply_rope(x, *self.cos_sin(positions, x.dtype))
-
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [T, heads, D] rotated: pairs (i, i + D/2) turn by each row's angles."""
@@ -176,14 +172,6 @@ class LlamaModel(nn.Module):
         weight = self.embed_tokens.weight
         self.lm_head_packed = (PackedWeight(weight) if self.tied and PackedWeight.supported(weight)
                                else None)
-        return self
-
-    def unpack_weights(self) -> "LlamaModel":
-        """Back to plain `F.linear` (and the memory of the packed copies freed)."""
-        for module in self.modules():
-            if isinstance(module, Linear):
-                module.packed = None
-        self.lm_head_packed = None
         return self
 
     @classmethod

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from minillm.flat_batch import build_flat_batch
-from minillm.engine import Runner, WallClock
+from minillm.runner import Runner, WallClock
 from minillm.scheduler import SchedulerOutput
 from minillm.sampler import Sampler
 

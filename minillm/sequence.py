@@ -62,7 +62,6 @@ class Sequence:
     finish_time: float | None = None
     token_times: list[float] = field(default_factory=list)
 
-    # ---------------------------------------------------------------- token views
     @property
     def num_prompt_tokens(self) -> int:
         return len(self.prompt_token_ids)
@@ -90,11 +89,6 @@ class Sequence:
         return (self.prompt_token_ids[start:min(end, p)]
                 + self.output_token_ids[max(start - p, 0):max(end - p, 0)]
                 + self.draft_token_ids[max(start - o, 0):max(end - o, 0)])
-
-    def token_id_at(self, position: int) -> int:
-        if position < self.num_prompt_tokens:
-            return self.prompt_token_ids[position]
-        return self.output_token_ids[position - self.num_prompt_tokens]
 
     @property
     def num_uncomputed_tokens(self) -> int:
@@ -124,7 +118,6 @@ class Sequence:
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
 
-    # ---------------------------------------------------------------- state changes
     def append_token(self, token_id: int, now: float) -> None:
         """Record one generated token and when it was produced."""
         self.output_token_ids.append(token_id)

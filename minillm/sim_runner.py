@@ -14,10 +14,8 @@ schedulers, the block manager, preemption, the Trace):
    would with a real model.
 
 The simulated forward costs next to nothing; what remains is the engine's own Python
-(scheduling, bookkeeping, the Trace), ~10–20 µs per generated token on a laptop-class
-core. 1000 classification requests simulate in ~0.1 s, 1000 "chat" requests (~60k
-tokens) in ~1 s — fast enough for widgets at slider speed and for property tests that
-run many schedules.
+(scheduling, bookkeeping, the Trace) — fast enough for widgets at slider speed and for
+property tests that run many schedules (the bench's "simulator" experiment measures it).
 
 The cost model: one step of a decoder-only model costs roughly
 
@@ -31,21 +29,20 @@ key) pairs (causal: token i sees s + i keys); for a decode row that is simply it
 length. Decode is memory-bound: the overhead term (reading all weights) dominates and a
 bigger batch shares it — which is *why* batching pays (lesson 01).
 
-`calibrate(trace)` fits the four numbers to a Trace recorded on the real model, so the
-simulator can be re-tuned to whatever machine a learner has.
+`calibrate(trace)` (`calibrate.py`) fits the four numbers to a Trace recorded on the
+real model, so the simulator can be re-tuned to whatever machine a learner has.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from minillm.checks import check_number
-from minillm.engine import Runner
+from minillm.runner import Runner
 from minillm.scheduler import SchedulerOutput
-from minillm.trace import StepRecord, Trace
+from minillm.trace import StepRecord
 
 FEATURES = ("step_overhead", "per_prefill_token", "per_decode_seq", "per_context_token")
 
@@ -140,7 +137,6 @@ class SimRunner(Runner):
         self.output_lens: dict[str, int] = dict(output_lens or {})
         self._now = 0.0
 
-    # ------------------------------------------------------------------ the clock
     def now(self) -> float:
         return self._now
 
@@ -152,7 +148,6 @@ class SimRunner(Runner):
         before, self._now = self._now, 0.0
         return before
 
-    # ------------------------------------------------------------------ one step
     def execute(self, plan: SchedulerOutput) -> list[list[int]]:
         """Advance the clock by the step's cost; one token per sampling row, else []."""
         self._now += self.cost_model.step_time(plan)
@@ -165,94 +160,3 @@ class SimRunner(Runner):
                 and seq.num_output_tokens + 1 >= target:
             return self.eos_token_id
         return self.filler_token_id
-
-
-# ---------------------------------------------------------------------- calibration
-
-def trace_design(trace: Trace, skip_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Features X [S, 4] and measured durations y [S] of a Trace's steps."""
-    steps = trace.steps[skip_steps:]
-    X = np.array([step_features(s) for s in steps], dtype=float).reshape(-1, len(FEATURES))
-    y = np.array([s.duration for s in steps], dtype=float)
-    return X, y
-
-
-def nonnegative_lstsq(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """argmin ||X c − y||² subject to c >= 0, for a handful of columns.
-
-    The constrained optimum is an ordinary least-squares fit on *some* subset of the
-    columns (the others pinned at 0). With 4 columns there are only 16 subsets, so we
-    try them all and keep the best fit whose coefficients are all >= 0 — exact, and
-    much shorter than the classic active-set algorithm (Lawson–Hanson).
-    """
-    n_features = X.shape[1]
-    scale = np.abs(X).max(axis=0)
-    scale[scale == 0] = 1.0
-    Xs = X / scale                                   # [S, F], columns of similar size
-    best, best_err = np.zeros(n_features), float(np.sum(y ** 2))
-    for k in range(1, n_features + 1):
-        for cols in itertools.combinations(range(n_features), k):
-            coef, *_ = np.linalg.lstsq(Xs[:, cols], y, rcond=None)
-            if np.any(coef < 0):
-                continue
-            full = np.zeros(n_features)
-            full[list(cols)] = coef
-            err = float(np.sum((Xs @ full - y) ** 2))
-            if err < best_err - 1e-15 * max(best_err, 1.0):
-                best, best_err = full, err
-    return best / scale
-
-
-def fit_quality(cost_model: CostModel, trace: Trace, skip_steps: int = 0) -> dict:
-    """How well `cost_model` predicts a Trace's step durations.
-
-    r2: 1 − residual variance / variance of the durations (1 = perfect);
-    mean_rel_error: mean of |predicted − measured| / measured over the steps.
-    """
-    X, y = trace_design(trace, skip_steps)
-    pred = X @ cost_model.coefficients                        # [S]
-    ss_res = float(np.sum((pred - y) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2)) if len(y) else 0.0
-    positive = y > 0
-    rel = np.abs(pred[positive] - y[positive]) / y[positive]
-    return {"r2": 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
-            "mean_rel_error": float(rel.mean()) if rel.size else float("nan"),
-            "num_steps": int(len(y))}
-
-
-def calibrate(trace: Trace, skip_steps: int = 0, outlier_factor: float | None = 5.0,
-              max_rounds: int = 5) -> CostModel:
-    """Fit a CostModel to a Trace's measured step durations (non-negative least squares).
-
-    `skip_steps` drops the first steps (warm-up on a real machine). On a shared CPU a
-    few steps take many times longer than they should (another program ran); least
-    squares would bend the whole line towards them. So after each fit, steps whose
-    residual exceeds `outlier_factor` × the median absolute residual are set aside and
-    the fit is redone, until nothing changes (at most `max_rounds`; None: no
-    outlier removal). The result's `.fit` holds `fit_quality` on the kept steps plus
-    `num_outliers`.
-
-    Give it a varied trace — prefills and decodes of different sizes — or some costs
-    cannot be told apart (with every step a 16-row decode, overhead and per-row cost
-    are one number).
-    """
-    X, y = trace_design(trace, skip_steps)
-    if len(y) == 0:
-        raise ValueError("the trace has no steps to calibrate on")
-    keep = np.ones(len(y), dtype=bool)                   # [S] steps used in the fit
-    for _ in range(max_rounds):
-        coef = nonnegative_lstsq(X[keep], y[keep])
-        if outlier_factor is None:
-            break
-        residual = np.abs(X @ coef - y)                  # [S]
-        floor = 1e-9 * float(np.median(y))               # an exact fit has residual ~0
-        new_keep = residual <= outlier_factor * max(float(np.median(residual[keep])), floor)
-        if (new_keep == keep).all() or new_keep.sum() < len(FEATURES):
-            break
-        keep = new_keep
-    coef = nonnegative_lstsq(X[keep], y[keep])           # final fit on the kept steps
-    model = CostModel(*(float(c) for c in coef))
-    kept_steps = [s for s, k in zip(trace.steps[skip_steps:], keep) if k]
-    kept = Trace(config=trace.config, steps=kept_steps)
-    model.fit = {**fit_quality(model, kept), "num_outliers": int((~keep).sum())}
-    return model

@@ -66,10 +66,6 @@ class StepRecord:
     def num_batched_tokens(self) -> int:
         return self.num_prefill_tokens + self.num_decode_tokens
 
-    @property
-    def num_busy_slots(self) -> int:
-        return len(self.scheduled)
-
 
 @dataclass
 class RequestRecord:

@@ -38,7 +38,7 @@ MAX_STEPS = 20_000          # far above any drawn run: exceeding it means a hang
 def scenarios(draw):
     scheduling = draw(st.sampled_from(["static", "continuous"]))
     block_size = draw(st.sampled_from([1, 2, 4, 8, 16]))
-    chunked = draw(st.booleans())
+    chunked = draw(st.booleans()) and scheduling != "static"    # static batches prefill whole
     n = draw(st.integers(2, 12))
     specs = []
     arrivals = draw(st.one_of(st.just(None), st.lists(

@@ -10,8 +10,8 @@ from minillm.metrics import summarize
 from minillm.scheduler import ScheduledSequence, SchedulerOutput
 from minillm.sampling_params import SamplingParams
 from minillm.sequence import Sequence
-from minillm.sim_runner import (DEFAULT_COST_MODEL, CostModel, SimRunner, attention_pairs,
-                                calibrate, fit_quality)
+from minillm.calibrate import calibrate, fit_quality
+from minillm.sim_runner import DEFAULT_COST_MODEL, CostModel, SimRunner, attention_pairs
 from minillm.simulate import make_sim_engine, simulate
 from minillm.workload import RequestSpec, preset_workload, seed_example
 

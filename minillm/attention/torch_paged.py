@@ -1,41 +1,26 @@
-"""Attention over the paged KV cache: the one op that must know about sequences.
+"""The "torch" backend: batched attention over the paged KV cache, in plain PyTorch.
 
-Every backend does the same two things per layer:
+Per step it plans index tensors once (in `meta.scratch`, reused by all layers), then per
+layer writes the new K/V (`reference.write_kv`), gathers the sequences' K/V out of their
+blocks — **one batched gather per group**, no Python loop over sequences — and runs
+`scaled_dot_product_attention`. A group is padded to its longest member, so rows are
+split into groups, and a long sequence does not pad every short one to its length:
 
-1. **write** the step's new keys/values into the cache at `slot_mapping`;
-2. **attend**: each new query token of sequence b looks at positions
-   `0 … its own position` of b's keys/values, found through b's block table.
+* **decode rows** (one query each, by far the most common) are cut into groups of
+  similar length (`split_by_length`: a group costs a few calls, padding costs gathered
+  blocks; `minillm/PERFORMANCE.md` measures what the grouping buys). Whole *blocks* are
+  gathered (`index_select` of block ids — one copy of `block_size` token rows at a
+  time) into `[G, Hkv, L, D]`; the query heads that share a K/V head are stacked as
+  that head's "queries" (`[G, Hkv, Hq/Hkv, D]`), so GQA needs no copy of K/V per query
+  head; the only mask hides the tail of each sequence's last block;
+* **prefill rows** (chunks of n > 1 queries) form one group, whole blocks gathered the
+  same way, queries padded to the longest chunk (a single chunk needs no padding), with
+  a mask that is causal *and* offset (a chunk's first query sits at position
+  `seq_len - query_len`, not 0).
 
-Backends:
-
-* `TorchAttention` (reference, default on CPU). Per step it plans index tensors once
-  (in `meta.scratch`, reused by all layers), then per layer gathers the sequences'
-  K/V out of the blocks — **one batched gather per group**, no Python loop over
-  sequences — and runs `scaled_dot_product_attention`. A group is padded to its
-  longest member, so rows are split into groups and a long sequence does not pad
-  every short one to its length:
-
-  - **decode rows** (one query each, by far the most common), cut into groups of
-    similar length (`split_by_length`: a group costs a few calls, padding costs
-    gathered blocks; with one 1,000-token sequence among fifteen of 60 tokens, two
-    groups instead of one made the whole decode step 6.5× faster on the course
-    machine: 414 → 64 ms, see minillm/PERFORMANCE.md).
-    Whole *blocks* are gathered (`index_select` of block ids — one copy of 16 token
-    rows at a time) into `[G, Hkv, L, D]`; the query heads that share a K/V head are
-    stacked as that head's "queries" (`[G, Hkv, Hq/Hkv, D]`), so GQA needs no copy
-    of K/V per query head; the only mask hides the tail of each sequence's last block;
-  - **prefill rows** (chunks of n > 1 queries): one group, whole blocks gathered the
-    same way, queries padded to the longest chunk (a single chunk needs no padding),
-    with a mask that is causal *and* offset (a chunk's first query sits at position
-    `seq_len - query_len`, not 0).
-
-  The groups' outputs, end to end, are put back in the flat batch's row order.
-* `attend_per_sequence` — the slow, obvious version the lesson starts from: a Python
-  loop, one sequence at a time. Tests check the fast path against it.
-* `TritonAttention` (default on CUDA): the kernels in `kernels/`.
-
-Attention has no weights, so running it per sequence loses no weight reuse: the
-expensive matmuls (QKV, output projection, MLP) still see the whole flat batch.
+The groups' outputs, end to end, are put back in the flat batch's row order. Attention
+has no weights, so grouping rows loses no weight reuse: the expensive matmuls (QKV,
+output projection, MLP) still see the whole flat batch.
 """
 
 from __future__ import annotations
@@ -46,9 +31,8 @@ import torch.nn.functional as F
 from minillm.attention.reference import write_kv
 from minillm.flat_batch import AttentionMetadata
 
-# A group costs a few fixed-size calls per layer (gather K, gather V, attention, ...):
-# on the course machine about as long as gathering and attending over this many
-# extra KV blocks (measured: 32–48 split well; below 20 it splits too eagerly).
+# A group costs a few fixed-size calls per layer (gather K, gather V, attention, ...),
+# worth about this many extra gathered KV blocks (how it was chosen: PERFORMANCE.md).
 GROUP_COST_IN_BLOCKS = 40
 
 

@@ -46,10 +46,6 @@ class BlockAllocator:
     def num_free(self) -> int:
         return self._num_free
 
-    @property
-    def num_used(self) -> int:
-        return self.num_blocks - self._num_free
-
     def ref_count(self, block_id: int) -> int:
         """How many sequences use `block_id` (0: free)."""
         return self.ref_counts[block_id]

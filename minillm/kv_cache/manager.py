@@ -48,7 +48,6 @@ class KVCacheManager:
         # swap space: blocks in CPU memory that hold preempted sequences' K/V
         self.swap_allocator = BlockAllocator(num_swap_blocks) if num_swap_blocks else None
 
-    # ------------------------------------------------------------------ queries
     @property
     def num_blocks(self) -> int:
         return self.allocator.num_blocks
@@ -56,10 +55,6 @@ class KVCacheManager:
     @property
     def num_free_blocks(self) -> int:
         return self.allocator.num_free
-
-    @property
-    def capacity_tokens(self) -> int:
-        return self.num_blocks * self.block_size
 
     def tokens_held(self, holders: list[Sequence]) -> int:
         """Token slots of the used blocks that hold a computed token.
@@ -88,7 +83,6 @@ class KVCacheManager:
         """True if the blocks for `num_new_tokens` are free, keeping `reserve` spare."""
         return self.blocks_needed(seq, num_new_tokens) + reserve <= self.num_free_blocks
 
-    # ------------------------------------------------------------------ paged
     def allocate(self, seq: Sequence, num_new_tokens: int) -> None:
         """Append the blocks `seq` needs for its next `num_new_tokens` tokens."""
         needed = self.blocks_needed(seq, num_new_tokens)
@@ -98,7 +92,6 @@ class KVCacheManager:
         for _ in range(needed):
             seq.block_table.append(self.allocator.allocate())
 
-    # ------------------------------------------------------------------ contiguous
     def reserve_contiguous(self, seq: Sequence, num_tokens: int | None = None) -> bool:
         """Reserve one run of blocks for `num_tokens` (default: prompt + max_tokens).
 
@@ -113,7 +106,6 @@ class KVCacheManager:
         seq.block_table = run
         return True
 
-    # ------------------------------------------------------------------ prefix cache
     def acquire_cached_prefix(self, seq: Sequence) -> int:
         """Share cached blocks of `seq`'s prompt prefix; return the tokens they cover."""
         if self.prefix_cache is None or seq.block_table or seq.num_computed_tokens:
@@ -125,7 +117,6 @@ class KVCacheManager:
         if self.prefix_cache is not None:
             self.prefix_cache.register(seq)
 
-    # ------------------------------------------------------------------ swap
     def swap_out(self, seq: Sequence) -> list[tuple[int, int]] | None:
         """Move `seq`'s computed blocks to swap space: [(device block, swap block)].
 
@@ -155,7 +146,6 @@ class KVCacheManager:
             self.swap_allocator.free(cpu)
         seq.swap_table = []
 
-    # ------------------------------------------------------------------ release
     def free(self, seq: Sequence) -> None:
         """Give back every block `seq` holds (last block first)."""
         for block_id in reversed(seq.block_table):

@@ -116,7 +116,6 @@ class Scheduler(abc.ABC):
         self._next_order = 0
         self._swap_out: list[tuple[int, int]] = []    # copies the runner must do this step
 
-    # ---------------------------------------------------------------- admission
     def check_fits(self, seq: Sequence) -> None:
         """Reject a request that could never be served, instead of letting it wait forever."""
         cfg = self.config
@@ -188,7 +187,6 @@ class Scheduler(abc.ABC):
         """After a step: `seq`'s newly computed tokens may fill blocks worth caching."""
         self.kv.on_tokens_computed(seq)
 
-    # ---------------------------------------------------------------- ordering
     def order_key(self, seq: Sequence, now: float) -> tuple:
         """Sort key of the configured policy (`policies.py`): smaller runs first."""
         return self._order(seq, now, self.config.aging_rate)

@@ -50,13 +50,11 @@ class ContinuousScheduler(Scheduler):
         """Tokens this step may still run (`max_num_batched_tokens` minus the plan's)."""
         return self.config.max_num_batched_tokens - out.num_batched_tokens
 
-    # ---------------------------------------------------------------- phase 1
     def schedule_decodes(self, out: SchedulerOutput, now: float) -> None:
         """One token (plus any speculative guesses) for every running decode, in policy order."""
         decodes = [s for s in self.running if not s.in_prefill]
         self._schedule_running(sorted(decodes, key=lambda s: self.order_key(s, now)), out, now)
 
-    # ---------------------------------------------------------------- phase 2
     def schedule_prefill_chunks(self, out: SchedulerOutput, now: float) -> None:
         """The next chunk for every running sequence mid-prompt: min(uncomputed, budget left)."""
         chunks = [s for s in self.running if s.in_prefill]
@@ -90,7 +88,6 @@ class ContinuousScheduler(Scheduler):
         self.kv.allocate(seq, num_new)
         return True
 
-    # ---------------------------------------------------------------- phase 3
     def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
         """Waiting requests join, in policy order, while a slot, budget and blocks are left.
 
