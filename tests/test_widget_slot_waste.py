@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from minillm.simulate import simulate
-from minillm.widgets.layout import DECODE, EMPTY, IDLE, PREFILL, slot_grid, slot_layout
+from minillm.widgets.layout import DECODE, EMPTY, IDLE, PREFILL, slot_layout
 from minillm.widgets.slot_waste import SlotWasteExplorer, length_dist, output_lengths
 from minillm.workload import RequestSpec, seed_example
 
@@ -82,12 +82,11 @@ def test_length_distributions_have_the_median_and_no_spread_at_zero():
 def test_slot_grid_of_a_static_trace():
     trace = simulate([RequestSpec(f"r{i}", 4, n, n) for i, n in enumerate([2, 4, 1])],
                      scheduling="static", max_num_seqs=2)
-    grid = slot_grid(trace)                         # batches {r0, r1} (4 steps), {r2}
+    grid, owners = slot_layout(trace)               # batches {r0, r1} (4 steps), {r2}
     assert grid.shape == (2, 5)
     assert grid[:, 0].tolist() == [PREFILL, PREFILL]
     assert grid[0].tolist() == [PREFILL, DECODE, IDLE, IDLE, PREFILL]
     assert grid[1].tolist() == [PREFILL, DECODE, DECODE, DECODE, EMPTY]
-    states, owners = slot_layout(trace)
     assert owners[0].tolist() == [0, 0, 0, 0, 2]
 
 

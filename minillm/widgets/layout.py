@@ -11,9 +11,9 @@ a slot is one of the `max_num_seqs` rows of the batch. The layout follows the en
 * it keeps that slot while it is in the batch: also in a step where it runs no token
   (a running sequence the token budget skipped: "held"), and, in a static batch, after
   it has finished ("idle"), until the whole batch ends;
-* it leaves at the first step it is absent from after it finished, so a continuous
-  slot is refilled by the head of the queue at the very next step, or at the step it
-  is preempted.
+* it leaves when it is absent from a step after it finished (so a continuous slot is
+  refilled by the head of the queue at the very next step), or at the step it is
+  preempted.
 
 **Blocks.** With `record_block_tables=True` every step row holds `{request id: [physical
 block ids]}` of the sequences holding KV blocks after the step; `block_map` turns that
@@ -72,30 +72,28 @@ def slot_layout(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     owners = np.full((height, len(trace.steps)), -1, dtype=np.int64)
     index: dict[str, int] = {}
     for t, (step, slots) in enumerate(zip(trace.steps, assignments)):
+        doing = step_states(step)
         for rid, k in slots.items():
-            states[k, t] = slot_state(step, rid)
+            states[k, t] = doing.get(rid, HELD)
             owners[k, t] = index.setdefault(rid, len(index))
     return states, owners
 
 
-def slot_state(step, request_id: str) -> int:
-    """What a request in the batch does in `step`: PREFILL, DECODE, IDLE or HELD."""
-    for e in step.scheduled:
-        if e.request_id == request_id:
-            return PREFILL if e.num_prefill_tokens else DECODE
-    return IDLE if request_id in step.idle else HELD
-
-
-def slot_grid(trace: Trace) -> np.ndarray:
-    """The states [num_slots, num_steps] of `slot_layout`."""
-    return slot_layout(trace)[0]
+def step_states(step) -> dict[str, int]:
+    """What the requests listed in `step` do: PREFILL, DECODE or IDLE. A request in the
+    batch but not listed is HELD."""
+    states = {rid: IDLE for rid in step.idle}
+    states.update((e.request_id, PREFILL if e.num_prefill_tokens else DECODE)
+                  for e in step.scheduled)
+    return states
 
 
 def slot_numbers(trace: Trace) -> dict:
     """The slot accounting of a Trace (`metrics.summarize`), times in the Trace's seconds.
 
     `idle_fraction` = 1 − busy slot-steps / all slot-steps, split into slot-steps held by
-    a finished row (`held_idle_fraction`) and the rest (`empty_fraction`).
+    a finished row (`held_idle_fraction`) and the rest (`empty_fraction`: empty slots,
+    and the rare slot whose running sequence sat out the step).
     """
     s = summarize(trace)
     held = sum(len(step.idle) for step in trace.steps)
@@ -192,10 +190,11 @@ def _slot_views(step, slot_of: dict[str, int], context, requests) -> list[SlotVi
     num_slots = max([step.num_slots, *(k + 1 for k in slot_of.values())])
     slots = [SlotView(k) for k in range(num_slots)]
     scheduled = {e.request_id: e for e in step.scheduled}
+    doing = step_states(step)
     for rid, k in slot_of.items():
         view = slots[k]
         view.request_id, view.context_len = rid, context.get(rid, 0)
-        view.state = slot_state(step, rid)
+        view.state = doing.get(rid, HELD)
         record = requests.get(rid)
         if record is not None:      # output tokens produced by the end of this step
             view.tokens_generated = bisect.bisect_right(record.token_times, step.end_time)
