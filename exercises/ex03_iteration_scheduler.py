@@ -28,6 +28,10 @@ What the base class `minillm.scheduler.Scheduler` gives you:
 and on a `Sequence`: `num_uncomputed_tokens` (the whole prompt before its first step,
 1 for a decode), `max_total_tokens` (prompt + max_tokens), `block_table` (its blocks).
 
+What you write is the essential version of the answer key's `minillm/scheduler/continuous.py::
+ContinuousScheduler` (which adds chunking, preemption and prefix caching); `worst_case_blocks`
+has the same contract as `minillm/scheduler/base.py::Scheduler.worst_case_blocks`.
+
 Run the check cell at the end of lesson 03 (or `python -m minillm.grading 03`).
 """
 

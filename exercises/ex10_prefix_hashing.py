@@ -20,6 +20,10 @@ depends on the missing one. One more rule: the **last prompt token is always com
 since its logits pick the first output token. So only blocks that lie entirely before
 the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
 
+`hash_block` and `block_hashes` are the answer key's own functions
+(`minillm/kv_cache/prefix_cache.py`); `longest_cached_prefix` and `register_blocks` are the
+essential, dict-based versions of its `PrefixCache.match` and `PrefixCache.register`.
+
 Use exactly the hash above — Python's built-in `hash` of the tuple
 `(parent_hash, tuple(block_tokens))` — so your cache table and `minillm.prefix_cache`
 agree hash for hash (the tests compare them).

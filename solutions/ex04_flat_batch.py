@@ -41,8 +41,8 @@ def attend_per_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         keys = k[b, :seq_len].repeat_interleave(group, dim=1).transpose(0, 1)    # [Hq, L, D]
         values = v[b, :seq_len].repeat_interleave(group, dim=1).transpose(0, 1)  # [Hq, L, D]
         scores = queries @ keys.transpose(1, 2) * scale                  # [Hq, n, L]
-        q_pos = torch.arange(seq_len - n, seq_len)[:, None]              # [n, 1]
-        visible = torch.arange(seq_len)[None, :] <= q_pos                # [n, L]
+        q_pos = torch.arange(seq_len - n, seq_len, device=q.device)[:, None]   # [n, 1]
+        visible = torch.arange(seq_len, device=q.device)[None, :] <= q_pos     # [n, L]
         scores = scores.masked_fill(~visible, float("-inf"))
         out[lo:hi] = (scores.softmax(dim=-1) @ values).transpose(0, 1)   # [n, Hq, D]
     return out

