@@ -116,15 +116,15 @@ def test_a_token_id_prompt_is_used_as_given(server, client, smollm2_llm):
 
 
 def test_chat_gives_the_greedy_answer_of_llm_chat(server, client, smollm2_llm):
-    ref = smollm2_llm.chat(QUESTION, SamplingParams(temperature=0.0, max_tokens=24),
+    ref = smollm2_llm.chat(QUESTION, SamplingParams(temperature=0.0, max_tokens=16),
                            use_tqdm=False)[0]
-    full = client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=24,
+    full = client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=16,
                                           temperature=0)
     assert full.choices[0].message.content == ref.outputs[0].text
     assert full.choices[0].message.role == "assistant"
     assert full.usage.prompt_tokens == len(ref.prompt_token_ids)
     chunks = list(client.chat.completions.create(
-        model=MODEL, messages=QUESTION, max_completion_tokens=24, temperature=0, stream=True,
+        model=MODEL, messages=QUESTION, max_completion_tokens=16, temperature=0, stream=True,
         stream_options={"include_usage": True}))
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -134,10 +134,10 @@ def test_chat_gives_the_greedy_answer_of_llm_chat(server, client, smollm2_llm):
 
 def test_32_concurrent_streaming_clients_all_get_their_own_answer(server, smollm2_llm):
     prompts = [f"Question {i}: what is {i} plus {i}? Answer:" for i in range(32)]
-    expected = [o.outputs[0].text for o in greedy(smollm2_llm, prompts, max_tokens=12)]
+    expected = [o.outputs[0].text for o in greedy(smollm2_llm, prompts, max_tokens=8)]
 
     async def one(client, prompt):
-        stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=12,
+        stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=8,
                                                  temperature=0, stream=True)
         return "".join([c.choices[0].text async for c in stream if c.choices])
 

@@ -42,9 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     # the server
     p.add_argument("--max-queued-requests", type=int, default=256,
-                   help="waiting requests beyond this get 503 + Retry-After (load shedding)")
+                   help="minillm (SGLang's name): waiting requests beyond this get 503 + "
+                        "Retry-After (load shedding; vLLM: --max-num-queued-reqs, which "
+                        "counts running requests too)")
     p.add_argument("--graceful-shutdown-timeout", type=float, default=10.0,
-                   help="on SIGTERM, seconds to let running requests finish before aborting")
+                   help="minillm: on SIGTERM, seconds to let running requests finish "
+                        "before aborting (vLLM: --shutdown-timeout, default 0)")
     p.add_argument("--uvicorn-log-level", default="warning",
                    choices=("critical", "error", "warning", "info", "debug", "trace"))
     return p

@@ -69,11 +69,9 @@ class ResponseShape:
 
     def full(self, text: str, token_ids: list[int], finish_reason: str | None) -> dict:
         """The whole answer (stream=false)."""
-        choice = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
-        if self.chat:
-            choice["message"] = {"role": "assistant", "content": text}
-        else:
-            choice["text"] = text
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if self.chat
+                  else {"index": 0, "text": text})
+        choice.update(logprobs=None, finish_reason=finish_reason)
         body = {**self._envelope(chunk=False), "choices": [choice],
                 "usage": self.usage(len(token_ids))}
         self._add_token_ids(body, choice, token_ids)
@@ -82,12 +80,13 @@ class ResponseShape:
     def chunk(self, text: str, new_token_ids: list[int], finish_reason: str | None,
               first: bool) -> dict:
         """One streamed piece: the new text (and, if asked, the new token ids)."""
-        choice = {"index": 0, "logprobs": None, "finish_reason": finish_reason}
         if self.chat:
-            choice["delta"] = ({"role": "assistant", "content": text} if first
-                               else {"content": text} if text else {})
+            delta = ({"role": "assistant", "content": text} if first
+                     else {"content": text} if text else {})
+            choice = {"index": 0, "delta": delta}
         else:
-            choice["text"] = text
+            choice = {"index": 0, "text": text}
+        choice.update(logprobs=None, finish_reason=finish_reason)
         body = {**self._envelope(chunk=True), "choices": [choice]}
         if self.include_usage:
             body["usage"] = None

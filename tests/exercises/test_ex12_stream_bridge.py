@@ -108,9 +108,12 @@ def test_a_client_that_leaves_early_aborts_the_request(ex):
 
 
 class LetterTokenizer:
-    """Token id → a letter; enough for the engine to decode its outputs."""
+    """Token id → a letter (and back); enough for the engine to decode its outputs."""
 
     eos_token_id = None
+
+    def __call__(self, text, add_special_tokens=True):
+        return type("Encoding", (), {"input_ids": [ord(c) - 97 for c in text]})()
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(chr(97 + i % 26) for i in ids)
