@@ -1,5 +1,5 @@
 # The two commands of the README. Each installs what it needs first (idempotent).
-.PHONY: lab test setup bench
+.PHONY: lab test setup bench compat
 
 lab:          ## install everything and open JupyterLab on lessons/
 	bash scripts/lab.sh
@@ -12,3 +12,6 @@ setup:        ## only install (the two commands above do this themselves)
 
 bench:        ## the engine benchmark (JSON + PNG into bench-results/)
 	bash scripts/setup.sh && .venv/bin/python -m minillm.bench
+
+compat:       ## what the course says about vLLM, checked against vLLM's CPU build (own virtualenv)
+	bash scripts/compat.sh $(COMPAT_ARGS)
