@@ -397,8 +397,11 @@ admission — and preempt or reject when memory runs out anyway.
 The scheduler **preempts** a sequence — the least urgent / latest arrival — to free its
 blocks. By **recompute**: its K/V is dropped; when it returns, prompt + generated tokens
 are prefilled again and decoding continues, with the same output. By **swap**: its
-blocks are copied to CPU memory and back. No one is admitted in a step that had to
-preempt. Frequent preemption shows as P99 latency spikes, not as errors.
+blocks are copied to CPU memory and back (minillm has both; vLLM 0.32's V1 engine only
+recomputes — `_preempt_request` frees the blocks and sets `num_computed_tokens = 0`). No
+one is admitted in a step that had to preempt (vLLM: the waiting queue is skipped when
+`preempted_reqs` is non-empty). Frequent preemption shows as P99 latency spikes, not as
+errors.
 """),
     dict(id="paged-fragmentation", topic="paged KV cache", lesson="05",
          question="What are internal and external fragmentation in a KV cache, and which one does paging remove?",
@@ -451,8 +454,11 @@ your hardware and length distribution.
 A decode is one token of budget and it is what a streaming user is waiting for right
 now; delaying it directly raises TPOT. Prefill chunks only fill the remaining budget, so
 a long prompt can never stall the streams already running (Sarathi-Serve's
-"stall-free" batching). Newcomers still make progress every step with whatever budget
-is left.
+"stall-free" batching, Agrawal et al., OSDI 2024). Newcomers still make progress every
+step with whatever budget is left. Engines differ in the detail: minillm schedules
+decodes, then ongoing prompt chunks, then newcomers; vLLM 0.32 schedules every *running*
+request first, in its running order (decodes and ongoing chunks alike), then waiting
+ones — no separate decode-first sort.
 """),
     # ------------------------------------------------------------ kernels (07)
     dict(id="kern-paged-attention", topic="GPU kernels", lesson="07",
@@ -573,20 +579,27 @@ the window is infinite.
 No. Priority orders requests *inside* the global limits; it must never bypass them, or
 one urgent burst can exhaust memory and stall everyone (urgent requests included). The
 legal way for an urgent request to get in sooner is to **preempt** less urgent running
-work, which frees a slot and blocks through the normal path. Add per-tenant quotas so no
-single customer can mark everything urgent and take the server.
+work, which frees a slot and blocks through the normal path (SGLang does this when the
+priority gap exceeds `--priority-scheduling-preemption-threshold`; vLLM 0.32 never evicts
+running work for a waiting request — its priority only picks the victim when a running
+request runs out of blocks). Add per-tenant quotas and a maximum context length
+(`max_model_len`) so no single customer can mark everything urgent, or send one huge
+prompt, and take the server.
 """),
     dict(id="sched-memory-options", topic="scheduling policies", lesson="09",
          question="KV memory is exhausted. Compare delaying admission, recompute, swap and rejecting.",
          answer="""
 - **Delay admission** (reserve the worst case before admitting): never preempts, but
-  reserves memory for tokens that are never generated → low concurrency and throughput.
+  reserves memory for tokens that are never generated → low concurrency and throughput
+  (TensorRT-LLM's default capacity policy, `GUARANTEED_NO_EVICT`).
 - **Preempt by recompute**: optimistic admission; a victim drops its K/V and is
-  prefilled again later: costs compute and a stall for the victim, no extra memory.
+  prefilled again later: costs compute and a stall for the victim, no extra memory
+  (vLLM V1's only mode; SGLang calls it "retract"; TensorRT-LLM `MAX_UTILIZATION`).
 - **Preempt by swap**: copy the victim's blocks to CPU memory and back: saves compute,
-  costs PCIe bandwidth, pinned host memory and complexity.
-- **Reject** (admission control): bound the queue; clients get an error and retry —
-  protects the latency of admitted requests.
+  costs PCIe bandwidth, pinned host memory and complexity (vLLM's old V0 engine; removed
+  in V1).
+- **Reject** (admission control): bound the queue; clients get an error (503 +
+  `Retry-After`) and retry — protects the latency of admitted requests.
 
 Compare on your workload: throughput, P99 TTFT/E2E, tokens recomputed vs blocks swapped,
 rejections, goodput.
@@ -605,11 +618,37 @@ when others arrive.
          question="How does prefix caching find reusable KV blocks, and why is the last prompt token always recomputed?",
          answer="""
 Each full block gets a hash chained from its parent: hash(parent hash, block tokens). Equal
-hashes mean equal tokens *and* equal everything before them, so equal K/V. A new prompt
-hashes its full blocks in order and takes every cached one up to the first miss (later
-hashes depend on the missing one); shared blocks get a reference count. The last prompt
-token must run through the model anyway — its logits pick the first output token — so the
-block holding it is never taken from the cache.
+hashes stand for equal tokens *and* equal everything before them, so equal K/V (up to hash
+collisions — the next question). A new prompt hashes its full blocks in order and takes
+every cached one up to the first miss (later hashes depend on the missing one); shared
+blocks get a reference count. The last prompt token must run through the model anyway —
+its logits pick the first output token — so the block holding it is never taken from the
+cache. vLLM (0.32) has prefix caching on by default; SGLang keeps cached prefixes in a
+radix tree keyed by the tokens themselves.
+"""),
+    dict(id="beyond-prefix-collision", topic="beyond: prefix caching & speculation", lesson="10",
+         question="Two different prompt prefixes get the same block hash. What goes wrong, and how do engines prevent it?",
+         answer="""
+A lookup by hash alone would hand the second request the **first one's keys and
+values**: a silently wrong answer, and across users a leak (an attacker who can craft
+colliding prompts can make a victim's request run on attacker-chosen KV, or probe what
+others asked through cache-hit timing). Python's `hash` of a tuple of ints is 64 bits,
+not cryptographic, and not randomised for integers — collisions can be constructed.
+
+Two defences:
+1. **Verify on a hit.** Keep each cached block's own tokens and its parent, and accept a
+   hit only if both match — a collision becomes a miss (minillm's `PrefixCache.match`).
+   The subtle part: the parent check must pin the *block you just matched*, all the way
+   back to the first block. Comparing only the parent's *hash* inherits a collision
+   higher up the chain, because every later hash is computed from the colliding value.
+2. **A collision-resistant hash.** vLLM 0.32 hashes blocks with SHA-256 by default
+   (`--prefix-caching-hash-algo sha256`; also `sha256_cbor`, `xxhash`, `xxhash_cbor`) and
+   trusts the hash. With the non-cryptographic xxhash it seeds the chain with random
+   per-process bytes (unless `PYTHONHASHSEED` is set) so colliding blocks cannot be
+   precomputed. For isolation on purpose, vLLM takes a per-request `cache_salt`.
+
+SGLang's radix cache compares the token sequences themselves, so it has no hash to
+collide.
 """),
     dict(id="beyond-spec", topic="beyond: prefix caching & speculation", lesson="10",
          question="Why does speculative decoding not change greedy outputs, and how many tokens per step can it give?",
@@ -658,6 +697,158 @@ The import: `from vllm import LLM, SamplingParams` instead of `from minillm impo
 becomes `gpu_memory_utilization` (or vLLM's block-count override); scale-out is
 `tensor_parallel_size` / `pipeline_parallel_size`. minillm-only extras (the simulator,
 the Trace, the widgets) have no vLLM counterpart.
+"""),
+    # ------------------------------------------------------------ online serving (12)
+    dict(id="serve-ttft-client", topic="online serving", lesson="12",
+         question="Why must TTFT be measured at the client and not read from the engine?",
+         answer="""
+The engine's TTFT runs from `add_request` to the step that sampled the token. The user
+also waits for the connection and upload, request parsing and validation, the engine
+loop reaching a step boundary (a request arriving mid-step joins the next step), the SSE
+framing, the network back and the client's own parsing — and all of these grow under
+load. Server histograms are fine for watching trends across a fleet; an SLA is about
+what clients see, so benchmarks time at the client (`vllm bench serve`, this course's
+`python -m minillm.bench serve`) and compare with the server's numbers to find where the
+time goes.
+"""),
+    dict(id="serve-disconnect", topic="online serving", lesson="12",
+         question="A user closes the browser tab in the middle of a streamed answer. What must the server do, and what goes wrong if it does not?",
+         answer="""
+The HTTP layer sees the connection close and cancels the streaming handler; the handler
+must then **abort** the request in the engine, which frees its batch slot and KV blocks.
+In minillm the request's stream is closed and the engine loop applies the abort before
+its next step; in vLLM 0.32 a handler wrapped in `with_cancellation` listens for the
+disconnect, and `AsyncLLM` aborts the request when its generator is cancelled. Without
+the abort the engine keeps decoding for nobody: wasted compute, a slot and KV blocks
+that waiting requests need — and impatient users who retry add load on top.
+"""),
+    dict(id="serve-shed-load", topic="online serving", lesson="12",
+         question="How does a server shed load, and why is an unbounded queue a bad idea?",
+         answer="""
+Past capacity the queue grows for as long as the overload lasts, and every queued
+request's TTFT grows with it: eventually nobody meets the SLO (goodput collapses) while
+throughput still looks fine. **Load shedding** caps the queue and answers the excess at
+once with **503 + `Retry-After`**, so clients back off, retry, or a load balancer sends
+them to another replica: minillm's server `--max-queued-requests`, SGLang
+`--max-queued-requests`, vLLM 0.32 `--max-num-queued-reqs` (counts running requests too)
+and `--max-num-queued-tokens` (a cap on the prompt tokens waiting for prefill, chosen
+from a TTFT target). Per-tenant rate limits answer 429. Within the engine, admission
+control can also look at KV memory, and priority classes can be shed last.
+"""),
+    # ------------------------------------------------------------ one-liners and memory hooks
+    dict(id="hook-static-continuous", topic="one-liners & memory hooks", lesson="03",
+         question="In one sentence each, with a picture to remember: static vs continuous batching.",
+         answer="""
+**Static:** the batch is a coach that leaves only when the whole group is back — everyone
+waits for the slowest passenger, and the seats of those already home stay empty (the seed
+articles' restaurant: the table is not cleared until the slowest diner is done, however
+many seats are free). **Continuous:** a metro line — at every stop (every forward pass)
+finished passengers get off and waiting ones get on, so no seat rides empty while people
+wait on the platform. The gain comes from refilling seats at once, not from a bigger
+train.
+"""),
+    dict(id="hook-time-space", topic="one-liners & memory hooks", lesson="05",
+         question="Continuous batching and PagedAttention in one line.",
+         answer="""
+**One manages time, the other space — and each needs the other.** Continuous batching
+decides *when* a request enters and leaves the batch; paging decides *where* its KV
+lives, block by block, so the slot a leaver frees can really be filled. Without paging a
+free slot has no memory behind it; without continuous batching freed memory waits for
+the whole batch to end.
+"""),
+    dict(id="hook-batching", topic="one-liners & memory hooks", lesson="01",
+         question="Why batching helps decoding, in one line — and its two limits.",
+         answer="""
+**A decode step reads every weight once; a batch shares that read among all its
+sequences.** It stops paying at the KV-memory wall (the caches no longer fit — usually
+first) or the compute wall (the step becomes compute-bound).
+"""),
+    dict(id="hook-chunked", topic="one-liners & memory hooks", lesson="06",
+         question="Chunked prefill in one line.",
+         answer="""
+**Trade a little TTFT for smooth TPOT:** cut long prompts into chunks that fit the
+per-step token budget next to the running decodes, so no single step is long enough to
+make every stream stutter.
+"""),
+    dict(id="hook-aging", topic="one-liners & memory hooks", lesson="09",
+         question="Aging in one line.",
+         answer="""
+**The longer you wait, the better your rank** — every waiting request improves at the
+same rate, so a newcomer can only overtake you if it arrived within (priority gap ÷
+aging rate) seconds of you: a bounded wait instead of starvation.
+"""),
+    # ------------------------------------------------------------ claims checked against sources
+    dict(id="claim-talk-track", topic="misconceptions & claims checked", lesson="03",
+         question="Critique this talk track: \"Continuous batching is vLLM's core optimisation. Static batching is a bus that waits until everyone is on board; continuous batching is a metro, on and off at every station. Throughput goes up 2–3×, latency down 3–5×.\"",
+         answer="""
+Keep the picture, fix the rest.
+
+- **Attribution.** Iteration-level scheduling is Orca's (Yu et al., OSDI 2022) and every
+  major engine has it. vLLM's own contribution is **PagedAttention** (Kwon et al., SOSP
+  2023): paging the KV cache so that continuous batching can keep many more sequences
+  resident.
+- **Multipliers without conditions** mean nothing. Which model and GPU? Against which
+  static baseline (batch size, padding)? On which workload — the gain comes from the
+  *variance* of output lengths and is ≈1× when all answers have the same length? At which
+  load — at light load nobody queues and throughput equals the arrival rate either way?
+  Which latency — mean, P50, P99; TTFT or end-to-end? Lesson 11 §3 measures the same
+  engine giving very different factors as only the workload changes.
+- **A better version:** "Continuous batching schedules every forward pass instead of
+  every batch: finished requests leave, waiting ones join, so no slot idles behind a
+  straggler. The gain grows with output-length variance and load — Orca reports 36.9× on
+  GPT-3 175B against FasterTransformer at the same latency, but on equal-length work it is
+  about 1×. vLLM adds paged KV memory so the freed slots can really be filled."
+"""),
+    dict(id="claim-vllm-core", topic="misconceptions & claims checked", lesson="10",
+         question="\"Continuous batching is vLLM's core innovation.\" True?",
+         answer="""
+No. Continuous (iteration-level) batching comes from Orca (Yu et al., OSDI 2022); TGI,
+TensorRT-LLM ("in-flight batching") and LMDeploy ("persistent batching") implement it
+too. vLLM's paper is about **memory**: PagedAttention (Kwon et al., SOSP 2023) stores the
+KV cache in fixed-size blocks allocated on demand, which cuts the waste of contiguous
+reservations and lets continuous batching keep more sequences running. In Anyscale's 2023
+benchmark (OPT-13B on one A100), TGI's continuous batching alone gave about 8× over naive
+static batching and vLLM about 23× — the difference is largely paging.
+"""),
+    dict(id="claim-compute-waste", topic="misconceptions & claims checked", lesson="05",
+         question="An article says \"existing inference systems waste 60–80% of GPU compute\" (2023). What was actually measured?",
+         answer="""
+*Memory*, not compute. The vLLM paper (Kwon et al., SOSP 2023) profiled earlier systems
+(FasterTransformer- and Orca-style contiguous reservations) and found that only about 20–38%
+of the **KV cache memory** held actual token states — 60–80% reserved but wasted
+(reservation for `max_tokens`, internal and external fragmentation) — against under 4%
+waste with PagedAttention. Wasted KV memory costs throughput indirectly (fewer sequences
+fit), but it is not idle arithmetic units.
+"""),
+    dict(id="claim-block-per-token", topic="misconceptions & claims checked", lesson="05",
+         question="\"With PagedAttention, every generated token gets a new KV block.\" Correct it.",
+         answer="""
+A block holds `block_size` tokens (16 by default in vLLM). A sequence takes a new block
+only when its last block is full — once every `block_size` tokens — so at most one block
+per sequence is partly empty: under `block_size` wasted slots, about half a block on
+average. A block per token would make block tables as long as the sequence and the
+attention kernel's gathers needlessly fine.
+"""),
+    dict(id="claim-ragged-free", topic="misconceptions & claims checked", lesson="04",
+         question="\"Ragged (flat) batching removes padding, so it wastes nothing.\" What is still wasted?",
+         answer="""
+It removes padding from the token-wise operations (the matmuls run on exactly the real
+tokens). But: attention still differs per sequence, so kernels must balance uneven work
+(a 4,000-token prompt next to one-token decodes); implemented naively as one flat
+attention with a block-diagonal mask, it computes T × T scores and throws away every
+cross-sequence pair; the last KV block of each sequence is partly empty; and engines
+that replay CUDA graphs pad each step up to the next captured batch size. Less waste,
+not none.
+"""),
+    dict(id="claim-fill-to-max", topic="misconceptions & claims checked", lesson="03",
+         question="A textbook scheduler loop: \"remove finished requests, then add waiting ones until max_batch_size\". What is missing?",
+         answer="""
+Every limit except the slot count. Admission must also check the **token budget** of the
+step (a 32K-token prompt would make one step enormous) and that **KV blocks** are free
+for the prompt — and the loop needs an answer for when a running sequence cannot get its
+next block (preempt by recompute or swap), a policy for the order of the queue, and a
+rule not to admit anyone in a step that had to preempt. minillm's `admit_waiting` and
+`take_blocks` (lesson 06) and vLLM's `Scheduler.schedule()` do all of this.
 """),
 ]
 
