@@ -594,7 +594,8 @@ prompt, and take the server.
   (TensorRT-LLM's default capacity policy, `GUARANTEED_NO_EVICT`).
 - **Preempt by recompute**: optimistic admission; a victim drops its K/V and is
   prefilled again later: costs compute and a stall for the victim, no extra memory
-  (vLLM V1's only mode; SGLang calls it "retract"; TensorRT-LLM `MAX_UTILIZATION`).
+  (vLLM V1's only mode; SGLang calls it "retract"). TensorRT-LLM's `MAX_UTILIZATION`
+  also admits optimistically and pauses requests when the cache is full.
 - **Preempt by swap**: copy the victim's blocks to CPU memory and back: saves compute,
   costs PCIe bandwidth, pinned host memory and complexity (vLLM's old V0 engine; removed
   in V1).
