@@ -8,19 +8,25 @@ LINE_COLORS = {"static": COLORS["static"], "continuous": COLORS["continuous"],
                "chunked": COLORS["chunked"]}
 
 
-def knee(summaries: list[dict], metric: str = "median_ttft_ms", factor: float = 2.0):
-    """The lowest rate whose `metric` is over `factor` × its value at the lowest rate —
-    where queueing takes over (None if it never does in the sweep). The median, not the
-    P99: with a few requests per rate, the P99 is one unlucky request."""
-    finite = [s for s in summaries if s["request_rate"] != float("inf") and s.get(metric)]
-    if not finite:
-        return None
-    base = finite[0][metric]
-    return next((s["request_rate"] for s in finite if s[metric] > factor * base), None)
+def plain_log_axes(ax, xticks) -> None:
+    """Log axes labelled 0.62, 1.6, 4.1 and 200, 500, 1000 instead of 6x10^-1."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+    ax.xaxis.set_major_locator(FixedLocator(xticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
 
 
-def plot_sweep(sweeps: dict[str, list[dict]], title: str = ""):
-    """One panel for TTFT, one for ITL: P50 (solid) and P99 (dashed) per configuration."""
+def plot_sweep(sweeps: dict[str, list[dict]], unloaded: dict | None = None,
+               capacities: dict[str, float] | None = None, title: str = ""):
+    """TTFT and ITL against the offered rate: P50 (solid), P99 (dashed) per configuration.
+
+    `unloaded` (the summary of one-request-at-a-time runs) is drawn dotted; `capacities`
+    (requests/s each configuration completes when it never runs dry) as vertical lines:
+    the knee of a queue, past which arrivals outpace service and the wait keeps growing.
+    """
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, name, label in ((axes[0], "ttft", "TTFT"), (axes[1], "itl", "ITL")):
@@ -32,11 +38,16 @@ def plot_sweep(sweeps: dict[str, list[dict]], title: str = ""):
                     label=f"{config} P50")
             ax.plot(rates, [s[f"p99_{name}_ms"] for s in rows], "s--", color=color,
                     label=f"{config} P99")
-            k = knee(summaries)
-            if name == "ttft" and k is not None:
-                ax.axvline(k, color=color, lw=0.8, alpha=0.5)
-        ax.set(xlabel="offered request rate (requests/s, Poisson)", ylabel=f"{label} (ms, log)",
-               yscale="log", xscale="log", title=f"{label} measured at the client")
+            if capacities and config in capacities:
+                ax.axvline(capacities[config], color=color, lw=0.8, alpha=0.6)
+        if unloaded:
+            ax.axhline(unloaded[f"median_{name}_ms"], color=COLORS["text"], ls=":", lw=1,
+                       label="one at a time (P50)")
+        ax.set(xlabel="offered request rate (requests/s, Poisson)\nvertical lines: capacity",
+               ylabel=f"{label} (ms, log scale)", yscale="log", xscale="log",
+               title=f"{label} measured at the client")
+        plain_log_axes(ax, sorted({s["request_rate"] for rows in sweeps.values() for s in rows
+                                   if s["request_rate"] != float("inf")}))
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     if title:
         fig.suptitle(title, fontsize=10)

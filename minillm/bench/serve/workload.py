@@ -24,11 +24,12 @@ class ServeShape:
     input_cap: int = 256
     output_median: int = 48
     output_cap: int = 128
+    output_sigma: float = 0.5        # 1.0: a heavy tail (most answers short, a few long)
 
 
 def workload(shape: ServeShape, seed: int = 0) -> list[RequestSpec]:
     return make_workload(shape.num_prompts, lognormal(shape.input_median, 0.5, shape.input_cap),
-                         lognormal(shape.output_median, 0.5, shape.output_cap),
+                         lognormal(shape.output_median, shape.output_sigma, shape.output_cap),
                          max_tokens="output_len", seed=seed)
 
 
