@@ -80,3 +80,15 @@ def test_histogram_quantiles_interpolate_inside_a_bucket():
     assert histogram_quantile(buckets, 0.5) == pytest.approx(0.2)
     assert histogram_quantile(buckets, 0.75) == pytest.approx(0.3)
     assert histogram_quantile([(1.0, 0.0), (float("inf"), 0.0)], 0.5) is None
+
+
+def test_a_pause_in_polling_breaks_the_lines_and_old_samples_leave_the_window():
+    server = ScriptedServer([(0, 0, 0.0, 0)])
+    dash = ServerDashboard("http://test", interval=0.5, window=60, fetch=server.fetch)
+    dash.samples = [type(dash.samples[0])(t, 1, 0, 0.1, 5.0) for t in (0, 0.5, 1.0, 30, 30.5, 100)]
+    t, series = dash._recent_series()
+    assert t == [100]                           # samples before 100 - 60 s are gone
+    dash.samples = dash.samples[:5]
+    t, series = dash._recent_series()
+    assert t == [0, 0.5, 1.0, 1.5, 30, 30.5]    # one NaN point between 1.0 and 30
+    assert series["running"][3] != series["running"][3]     # NaN

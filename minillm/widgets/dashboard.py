@@ -39,10 +39,10 @@ class Sample:
 
 class ServerDashboard:
     def __init__(self, base_url: str, interval: float = 0.5, idle_stop: float = 4.0,
-                 fetch=None, send_burst=None):
+                 window: float = 90.0, fetch=None, send_burst=None):
         from minillm.bench.serve.scrape import scrape
         self.base_url = base_url
-        self.interval, self.idle_stop = interval, idle_stop
+        self.interval, self.idle_stop, self.window = interval, idle_stop, window
         self._fetch = fetch or (lambda: scrape(base_url))
         self._send_burst = send_burst or self._default_burst
         self.samples: list[Sample] = []
@@ -160,20 +160,35 @@ class ServerDashboard:
             f"tokens generated · {r['num_samples']} polls")
         self.plot.value = self._draw()
 
+    def _recent_series(self):
+        """The last `window` seconds of samples; a pause in polling breaks the lines
+        (NaN) instead of drawing a straight line across time nobody measured."""
+        last = self.samples[-1].t
+        recent = [s for s in self.samples if s.t >= last - self.window]
+        names = ("running", "waiting", "kv_usage", "tokens_per_s")
+        t, series = [], {name: [] for name in names}
+        for previous, sample in zip([None] + recent[:-1], recent):
+            if previous is not None and sample.t - previous.t > 4 * self.interval:
+                t.append(previous.t + self.interval)
+                for name in names:
+                    series[name].append(float("nan"))
+            t.append(sample.t)
+            for name in names:
+                series[name].append(getattr(sample, name))
+        return t, series
+
     def _draw(self) -> bytes:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         fig = Figure(figsize=(9, 2.4), dpi=90)
         FigureCanvasAgg(fig)                  # thread-safe: no pyplot state involved
         axes = fig.subplots(1, 3)
-        t = [s.t for s in self.samples]
-        axes[0].step(t, [s.running for s in self.samples], where="post",
-                     color=COLORS["decode"], label="running")
-        axes[0].step(t, [s.waiting for s in self.samples], where="post",
-                     color=COLORS["waiting"], label="waiting")
+        t, series = self._recent_series()
+        axes[0].step(t, series["running"], where="post", color=COLORS["decode"], label="running")
+        axes[0].step(t, series["waiting"], where="post", color=COLORS["waiting"], label="waiting")
         axes[0].legend(loc="upper left", fontsize=7)
-        axes[1].plot(t, [100 * s.kv_usage for s in self.samples], color=COLORS["prefill"])
-        axes[2].plot(t, [s.tokens_per_s for s in self.samples], color=COLORS["decode"])
+        axes[1].plot(t, [100 * u for u in series["kv_usage"]], color=COLORS["prefill"])
+        axes[2].plot(t, series["tokens_per_s"], color=COLORS["decode"])
         for ax, title in zip(axes, ("requests", "KV cache used (%)", "generated tokens/s")):
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("seconds", fontsize=8)
