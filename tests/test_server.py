@@ -1,9 +1,9 @@
 """`python -m minillm serve` on the real SmolLM2, driven the way users drive it.
 
-A real server subprocess on 127.0.0.1 and a free port (launcher.ServerProcess), the
-official `openai` client for everything a user would do, plain httpx for the bad
-requests. Every test checks the server afterwards: all KV blocks free, nothing running
-or waiting. The servers are stopped by process group even when a test fails.
+A real server subprocess on 127.0.0.1 and a free port (tests/server_support.py), the
+official `openai` client for everything a user would do, plain httpx where a test needs
+the raw stream. Every test checks the server afterwards: all KV blocks free, nothing
+running or waiting. The bad requests are in test_server_errors.py.
 """
 
 from __future__ import annotations
@@ -17,65 +17,14 @@ import time
 import httpx
 import openai
 import pytest
+from server_support import (HEADERS, KEY, MODEL, PROMPTS, QUESTION,  # noqa: F401
+                            all_blocks_free_after_each_test, client, scrape, server,
+                            wait_until_idle)
 
 from minillm import SamplingParams
 from minillm.serving.launcher import ServerProcess
 
 pytestmark = pytest.mark.model
-
-KEY = "test-key"
-MODEL = "smollm2-135m"
-PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time, a small robot"]
-QUESTION = [{"role": "user", "content": "Name three colours of the rainbow."}]
-HEADERS = {"Authorization": f"Bearer {KEY}"}
-
-
-def scrape(server) -> dict[str, float]:
-    """`/metrics` as {name: value} for the unlabelled-by-reason series."""
-    values = {}
-    for line in httpx.get(server.url("/metrics"), timeout=10).text.splitlines():
-        if line.startswith("minillm:") and "finished_reason" not in line:
-            name, value = line.split("{")[0], float(line.rsplit(" ", 1)[1])
-            values[name] = value
-    return values
-
-
-def wait_until_idle(server, timeout=30.0) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        m = scrape(server)
-        idle = (m["minillm:kv_cache_free_blocks"] == m["minillm:kv_cache_total_blocks"]
-                and m["minillm:num_requests_running"] == 0
-                and m["minillm:num_requests_waiting"] == 0)
-        if idle or time.monotonic() > deadline:
-            return m
-        time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def server():
-    proc = ServerProcess("--max-num-seqs", "8", "--api-key", KEY)
-    try:
-        yield proc.start()
-    finally:
-        proc.stop()
-
-
-@pytest.fixture(autouse=True)
-def all_blocks_free_after_each_test(request):
-    yield
-    if "server" in request.fixturenames:
-        server = request.getfixturevalue("server")
-        m = wait_until_idle(server)
-        assert m["minillm:kv_cache_free_blocks"] == m["minillm:kv_cache_total_blocks"], m
-        assert m["minillm:num_requests_running"] == m["minillm:num_requests_waiting"] == 0, m
-
-
-@pytest.fixture
-def client(server):
-    with openai.OpenAI(base_url=server.url("/v1"), api_key=KEY, max_retries=0,
-                       timeout=300) as c:
-        yield c
 
 
 def greedy(llm, prompts, max_tokens=16):
@@ -173,59 +122,6 @@ def test_a_client_that_disconnects_mid_stream_is_aborted_within_a_step(server):
     assert record["completion_tokens"] < 400
 
 
-BAD = [  # (path, body or raw bytes, status, param named in the error)
-    ("/v1/completions", b"{not json", 400, None),
-    ("/v1/completions", b"[1, 2]", 400, None),
-    ("/v1/completions", {"model": "gpt-4", "prompt": "hi"}, 404, "model"),
-    ("/v1/completions", {"prompt": ""}, 400, "prompt"),
-    ("/v1/completions", {"max_tokens": 5}, 400, "prompt"),
-    ("/v1/completions", {"prompt": "hi " * 9000}, 400, "prompt"),
-    ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
-    ("/v1/completions", {"prompt": "hi", "max_tokens": 10 ** 6}, 400, "max_tokens"),
-    ("/v1/completions", {"prompt": "hi", "temperature": -0.5}, 400, "temperature"),
-    ("/v1/completions", {"prompt": "hi", "top_p": 1.5}, 400, "top_p"),
-    ("/v1/completions", {"prompt": "hi", "top_k": -3}, 400, "top_k"),
-    ("/v1/completions", {"prompt": "hi", "max_tokens": "8"}, 400, "max_tokens"),
-    ("/v1/completions", {"prompt": [1, 99999999]}, 400, "prompt"),
-    ("/v1/completions", {"prompt": "hi", "n": 3}, 422, "n"),
-    ("/v1/completions", {"prompt": "hi", "stop": ["."]}, 422, "stop"),
-    ("/v1/completions", {"prompt": "hi", "logprobs": 5}, 422, "logprobs"),
-    ("/v1/completions", {"prompt": "hi", "frobnicate": True}, 400, "frobnicate"),
-    ("/v1/chat/completions", {"messages": []}, 400, "messages"),
-    ("/v1/chat/completions", {"messages": [{"role": "robot", "content": "hi"}]}, 400,
-     "messages.0.role"),
-    ("/v1/chat/completions", {"messages": QUESTION, "max_completion_tokens": -1}, 400,
-     "max_completion_tokens"),
-    ("/v1/completions", b"x" * (5 * 1024 * 1024), 413, None),
-]
-
-
-@pytest.mark.parametrize("path,body,status,param", BAD,
-                         ids=[f"{i}-{s}-{p}" for i, (_, _, s, p) in enumerate(BAD)])
-def test_a_bad_request_gets_its_4xx_and_the_next_one_is_served(server, client, path, body,
-                                                               status, param):
-    kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
-    response = httpx.post(server.url(path), headers=HEADERS, timeout=60, **kwargs)
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert error["param"] == param and error["message"] and error["type"]
-    good = client.completions.create(model=MODEL, prompt="Hello", max_tokens=2, temperature=0)
-    assert good.usage.completion_tokens == 2
-
-
-def test_wrong_or_missing_api_key_is_401_and_open_paths_stay_open(server):
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
-        response = httpx.post(server.url("/v1/completions"), json={"prompt": "hi"},
-                              headers=headers, timeout=30)
-        assert response.status_code == 401
-        assert "Authorization: Bearer" in response.json()["error"]["message"]
-    with openai.OpenAI(base_url=server.url("/v1"), api_key="wrong", max_retries=0) as bad:
-        with pytest.raises(openai.AuthenticationError):
-            bad.models.list()
-    assert httpx.get(server.url("/health")).status_code == 200
-    assert httpx.get(server.url("/metrics")).status_code == 200
-
-
 def test_models_health_and_metrics_count_exactly(server, client):
     assert [m.id for m in client.models.list().data] == [MODEL]
     before = scrape(server)
@@ -241,6 +137,21 @@ def test_models_health_and_metrics_count_exactly(server, client):
     assert grew("minillm:time_to_first_token_seconds_count") == 1
     assert grew("minillm:inter_token_latency_seconds_count") == 6
     assert grew("minillm:e2e_request_latency_seconds_count") == 1
+
+
+def test_the_load_generator_counts_exactly_what_the_server_generated(server):
+    from minillm.bench.serve.sweep import run_rate
+    shapes = ((5, 3), (9, 6), (17, 1), (33, 8))              # (prompt tokens, max_tokens)
+    bodies = [{"model": MODEL, "prompt": list(range(100, 100 + n)), "max_tokens": m,
+               "ignore_eos": True, "temperature": 0, "stream": True,
+               "stream_options": {"include_usage": True}} for n, m in shapes]
+    summary, results = run_rate(server.base_url, bodies, float("inf"), api_key=KEY)
+    assert (summary["completed"], summary["failed"]) == (4, 0), summary["errors"]
+    assert summary["total_input_tokens"] == sum(n for n, _ in shapes)
+    assert summary["total_output_tokens"] == sum(m for _, m in shapes)
+    assert all(0 < r.ttft <= r.latency for r in results)
+    assert [r.tpot is None for r in results] == [False, False, True, False]
+    assert summary["median_ttft_ms"] > 0 and summary["p99_itl_ms"] > 0
 
 
 @pytest.fixture

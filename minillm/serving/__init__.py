@@ -9,6 +9,7 @@ client wants its tokens the moment they are sampled. The pieces, one file each:
     engine_factory.py  the ONE place that builds the engine, and reads its queue/KV numbers
     async_engine.py    the engine loop: one task steps the engine while work exists and
                        sleeps when idle; requests join at the next step; a disconnect aborts
+    request_stream.py  one request's mailbox between the loop and its handler (newest output)
     protocol.py        what a request may contain (OpenAI's fields + a few of vLLM's),
                        checked before anything reaches the engine
     prompts.py         prompt text / chat messages → token ids (as LLM.generate / chat do)

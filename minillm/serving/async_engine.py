@@ -50,6 +50,7 @@ import time
 from dataclasses import dataclass, replace
 
 from minillm.serving.engine_factory import EngineStats, engine_stats
+from minillm.serving.request_stream import RequestStream
 
 log = logging.getLogger("minillm.serving")
 
@@ -79,52 +80,6 @@ class _Admission:
     priority: int
     received_at: float
     future: asyncio.Future
-
-
-class RequestStream:
-    """One request's end of the bridge: the engine loop puts outputs, a handler reads.
-
-    Iterate it (`async for out in stream`) to get the request's newest `RequestOutput`
-    each time it changes; iteration stops after the finished one. Call `close()` when
-    the reader stops early (client gone): that aborts the request.
-    """
-
-    def __init__(self, request_id: str, abort):
-        self.request_id = request_id
-        self.finished = False
-        self._abort = abort
-        self._latest = None
-        self._error: Exception | None = None
-        self._ready = asyncio.Event()
-
-    def _put(self, output) -> None:
-        self._latest = output
-        self._ready.set()
-
-    def _fail(self, error: Exception) -> None:
-        self._error = error
-        self._ready.set()
-
-    def __aiter__(self):
-        return self
-
-    async def __anext__(self):
-        if self.finished:
-            raise StopAsyncIteration
-        await self._ready.wait()
-        self._ready.clear()
-        if self._error is not None:
-            self.finished = True
-            raise self._error
-        output, self._latest = self._latest, None
-        self.finished = output.finished
-        return output
-
-    def close(self) -> None:
-        """Stop reading; abort the request if the engine is still working on it."""
-        if not self.finished:
-            self.finished = True
-            self._abort(self.request_id)
 
 
 class AsyncEngine:
