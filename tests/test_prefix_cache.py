@@ -97,3 +97,32 @@ def test_a_hash_collision_is_a_miss_not_someone_elses_kv(monkeypatch):
     # the 2nd shares 2 blocks but its 2nd block's entry (same hash) names another parent:
     # only the 1st block is trusted; the unrelated prompt collided everywhere, and missed
     assert hits == [0, 4, 0]
+
+
+def test_a_collision_one_block_back_does_not_leak_into_the_next_block(monkeypatch):
+    """X and Y collide at block 0. Y's block 1 (tokens T) was computed after Y, not X:
+    a prompt X + T must reuse X's block 0 and recompute T, not take Y's block 1."""
+    import minillm.kv_cache.prefix_cache as prefix_cache
+    from minillm.kv_cache.allocator import BlockAllocator
+    from minillm.sequence import Sequence
+
+    real = prefix_cache.hash_block
+    X, Y, T = [1, 2], [3, 4], [5, 6]
+    monkeypatch.setattr(prefix_cache, "hash_block", lambda parent, tokens: 42
+                        if parent is None and list(tokens) in (X, Y) else real(parent, tokens))
+    allocator = BlockAllocator(16)
+    cache = prefix_cache.PrefixCache(allocator, 2)
+
+    def computed(tokens):
+        seq = Sequence(str(tokens), tokens, SamplingParams(max_tokens=1))
+        seq.block_table = [allocator.allocate() for _ in range(len(tokens) // 2)]
+        seq.num_computed_tokens = len(tokens)
+        return seq
+
+    x, y = computed(X + [9]), computed(Y + T + [9])
+    cache.register(x)
+    cache.register(y)
+    assert cache.match(Sequence("probe", X + T + [7], SamplingParams(max_tokens=1))) == x.block_table
+    # and a reused block takes every block cached after it with it
+    cache.evict(y.block_table[0])
+    assert y.block_table[1] not in cache.hash_of

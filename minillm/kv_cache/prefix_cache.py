@@ -55,16 +55,26 @@ class CachedBlock:
     """What the cache knows about one full block: where it is, and exactly what it holds."""
 
     block_id: int
-    parent: int | None               # the previous block's hash (None for the first)
+    parent_block: int | None         # the physical block before it (None for the first)
     tokens: tuple[int, ...]          # its own tokens
 
 
 class PrefixCache:
+    """hash → cached block, checked on every hit, so a hash collision is only ever a miss.
+
+    A hash is 64 bits: two different prefixes can share one. So a hit counts only if the
+    entry holds exactly this block's tokens *and* was computed after exactly the block
+    the lookup matched just before (`parent_block`). By induction the whole prefix is
+    then the same. For that to stay true, a block handed out for new tokens forgets its
+    entry *and* every entry computed after it (`evict` cascades to its children).
+    """
+
     def __init__(self, allocator: BlockAllocator, block_size: int):
         self.allocator = allocator
         self.block_size = block_size
-        self.entries: dict[int, CachedBlock] = {}   # hash → the cached block
-        self.hash_of: dict[int, int] = {}           # physical block → its hash
+        self.entries: dict[int, CachedBlock] = {}     # hash → the cached block
+        self.hash_of: dict[int, int] = {}             # physical block → its hash
+        self.children: dict[int, list[int]] = {}      # physical block → blocks cached after it
 
     @property
     def block_of(self) -> dict[int, int]:
@@ -78,15 +88,14 @@ class PrefixCache:
         """
         bs, prompt = self.block_size, seq.prompt_token_ids
         usable = (seq.num_prompt_tokens - 1) // bs          # blocks before the last token
-        hits, parent = [], None
+        hits: list[int] = []
         for i, h in enumerate(block_hashes(prompt, bs)[:usable]):
             entry = self.entries.get(h)
-            # a hash is 64 bits: two different prefixes can share one. The tokens and the
-            # parent decide, so a collision is a miss, never someone else's K/V.
-            if entry is None or entry.parent != parent or entry.tokens != tuple(prompt[i * bs:(i + 1) * bs]):
-                break
+            previous = hits[-1] if hits else None
+            if entry is None or entry.parent_block != previous \
+                    or entry.tokens != tuple(prompt[i * bs:(i + 1) * bs]):
+                break                                       # a miss, or a collision
             hits.append(entry.block_id)
-            parent = h
         return hits
 
     def acquire(self, seq: Sequence) -> int:
@@ -110,15 +119,22 @@ class PrefixCache:
             return
         bs = self.block_size
         tokens = seq.all_token_ids[:full * bs]
-        parent = None
+        previous = None
         for i, (block, h) in enumerate(zip(seq.block_table[:full], block_hashes(tokens, bs))):
             if h not in self.entries and block not in self.hash_of:
-                self.entries[h] = CachedBlock(block, parent, tuple(tokens[i * bs:(i + 1) * bs]))
+                self.entries[h] = CachedBlock(block, previous, tuple(tokens[i * bs:(i + 1) * bs]))
                 self.hash_of[block] = h
-            parent = h
+                if previous is not None:
+                    self.children.setdefault(previous, []).append(block)
+            previous = block
 
     def evict(self, block: int) -> None:
-        """The allocator is reusing `block` for new tokens: forget its old contents."""
-        h = self.hash_of.pop(block, None)
-        if h is not None:
-            del self.entries[h]
+        """The allocator is reusing `block` for new tokens: forget its old contents, and
+        every cached block computed after them (their K/V assumed this block's)."""
+        stack = [block]
+        while stack:                                        # the block, then its descendants
+            current = stack.pop()
+            h = self.hash_of.pop(current, None)
+            if h is not None:
+                del self.entries[h]
+            stack.extend(self.children.pop(current, []))
