@@ -17,6 +17,7 @@ test body fails.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -47,12 +48,26 @@ def _require_browser() -> None:
     pytest.skip(MISSING)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab():
-    """One JupyterLab server + one Chromium for the session; everything stopped by PID."""
+    """One JupyterLab server + one Chromium for this module; everything stopped by PID.
+
+    Module scope, not session: while Playwright's sync API is open it leaves an asyncio
+    loop marked as running in the main thread, so every later `asyncio.run()` (the
+    server tests) would fail with "cannot be called from a running event loop".
+    """
     _require_browser()
     with lab_session() as session:
         yield session
+    assert_no_event_loop_left_running()
+
+
+def assert_no_event_loop_left_running() -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise AssertionError(f"Playwright left {loop!r} running in the main thread")
 
 
 @pytest.mark.parametrize("name", ["working_widget", "broken_widget", "dashboard_widget"])
