@@ -17,10 +17,11 @@ A request is described by a `RequestSpec`:
     arrival_time seconds since the start of the run
     priority     lower value = served first under the "priority" policy
 
-Lengths come from a `LengthDist` — fixed, uniform, lognormal, capped exponential or
-Pareto — always rounded to integers in [1, cap]. Arrivals are a "burst" (everyone at
-t = 0, the offline / batch-job case) or "poisson" (independent exponential gaps at
-`rate` requests per second, the usual model of many independent users).
+Lengths come from a `LengthDist` (in `minillm/length_dist.py`) — fixed, uniform,
+lognormal, capped exponential or Pareto — always rounded to integers in [1, cap].
+Arrivals are a "burst" (everyone at t = 0, the offline / batch-job case) or "poisson"
+(independent exponential gaps at `rate` requests per second, the usual model of many
+independent users).
 
 Everything is drawn from numpy's `default_rng`, one independent stream per quantity
 (prompt lengths, output lengths, arrival gaps, priorities), so the same seed always
@@ -34,10 +35,15 @@ prompts) and `chat_burst` (chat answers under one generous `max_tokens` cap).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+
+from minillm.checks import check_choice, check_int, check_int_list, check_number
+from minillm.length_dist import (LengthDist, exponential, fixed, lognormal, pareto,  # noqa: F401
+                                 uniform)
 
 ARRIVALS = ("burst", "poisson")
 
@@ -54,116 +60,20 @@ class RequestSpec:
     priority: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("prompt_len", "output_len", "max_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.request_id, str) or not self.request_id:
+            raise TypeError(f"request_id must be a non-empty str, got {self.request_id!r}")
+        checked = {name: check_int(name, getattr(self, name), minimum=1)
+                   for name in ("prompt_len", "output_len", "max_tokens")}
+        checked["arrival_time"] = check_number("arrival_time", self.arrival_time, minimum=0,
+                                               hint="seconds since the start of the run")
+        checked["priority"] = check_int("priority", self.priority)
+        for name, value in checked.items():          # numpy scalars stored as plain numbers
+            object.__setattr__(self, name, value)
         if self.max_tokens < self.output_len:
             raise ValueError(f"max_tokens ({self.max_tokens}) must be >= output_len "
                              f"({self.output_len}): the cap cannot cut the answer short "
                              "here; clip output_len instead")
-        if self.arrival_time < 0:
-            raise ValueError(f"arrival_time must be >= 0, got {self.arrival_time}")
 
-
-# kind -> the parameters it needs (besides `cap`, which every kind has)
-_KIND_PARAMS = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma"),
-                "exponential": ("mean",), "pareto": ("minimum", "alpha")}
-
-
-class LengthDist:
-    """A distribution of token counts: integers in [1, cap].
-
-    `LengthDist("lognormal", median=100, sigma=1.0, cap=2048)` — the parameters by kind:
-
-    * fixed(value): always `value` (cap defaults to value);
-    * uniform(low, high): every integer in [low, high] equally likely (cap = high);
-    * lognormal(median, sigma, cap): exp(N(ln median, sigma²)); the mean is
-      median · exp(sigma²/2), so sigma = 1 already puts the mean 65% above the median
-      — the long right tail real chat lengths have;
-    * exponential(mean, cap): memoryless, many short and a few long;
-    * pareto(minimum, alpha, cap): power-law tail P(X > x) = (minimum/x)^alpha; the
-      smaller alpha, the heavier the tail (alpha <= 1: the uncapped mean is infinite,
-      which is why every distribution here has a cap).
-
-    Continuous draws are rounded to the nearest integer, then clipped to [1, cap].
-    """
-
-    def __init__(self, kind: str, **params):
-        if kind not in _KIND_PARAMS:
-            raise ValueError(f"kind must be one of {tuple(_KIND_PARAMS)}, got {kind!r}")
-        if kind == "fixed":
-            params.setdefault("cap", params.get("value"))
-        if kind == "uniform":
-            params.setdefault("cap", params.get("high"))
-        expected = set(_KIND_PARAMS[kind]) | {"cap"}
-        if set(params) != expected:
-            raise ValueError(f"LengthDist({kind!r}) takes exactly {sorted(expected)}, "
-                             f"got {sorted(params)}")
-        self.kind = kind
-        self.params = params
-        self._validate()
-
-    @property
-    def cap(self) -> int:
-        return self.params["cap"]
-
-    def _validate(self) -> None:
-        p = self.params
-        if isinstance(p["cap"], bool) or not isinstance(p["cap"], int) or p["cap"] < 1:
-            raise ValueError(f"cap must be an int >= 1, got {p['cap']!r}")
-        positive = [k for k in _KIND_PARAMS[self.kind] if k != "sigma"]
-        for name in positive:
-            if not p[name] > 0:
-                raise ValueError(f"{self.kind}: {name} must be > 0, got {p[name]!r}")
-        if self.kind == "lognormal" and not p["sigma"] >= 0:
-            raise ValueError(f"lognormal: sigma must be >= 0, got {p['sigma']!r}")
-        if self.kind == "uniform" and p["low"] > p["high"]:
-            raise ValueError(f"uniform: low ({p['low']}) must be <= high ({p['high']})")
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """`n` lengths as an int64 array [n], each in [1, cap]."""
-        p = self.params
-        if self.kind == "fixed":
-            raw = np.full(n, float(p["value"]))
-        elif self.kind == "uniform":
-            raw = rng.integers(p["low"], p["high"], size=n, endpoint=True).astype(float)
-        elif self.kind == "lognormal":
-            raw = rng.lognormal(np.log(p["median"]), p["sigma"], size=n)
-        elif self.kind == "exponential":
-            raw = rng.exponential(p["mean"], size=n)
-        else:  # pareto: numpy draws the Lomax form, shifted and scaled to start at minimum
-            raw = p["minimum"] * (1.0 + rng.pareto(p["alpha"], size=n))
-        return np.clip(np.rint(raw), 1, p["cap"]).astype(np.int64)
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"LengthDist({self.kind!r}, {args})"
-
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, LengthDist):
-            return NotImplemented
-        return (self.kind, self.params) == (other.kind, other.params)
-
-
-def fixed(value: int) -> LengthDist:
-    return LengthDist("fixed", value=value)
-
-
-def uniform(low: int, high: int) -> LengthDist:
-    return LengthDist("uniform", low=low, high=high)
-
-
-def lognormal(median: float, sigma: float, cap: int) -> LengthDist:
-    return LengthDist("lognormal", median=median, sigma=sigma, cap=cap)
-
-
-def exponential(mean: float, cap: int) -> LengthDist:
-    return LengthDist("exponential", mean=mean, cap=cap)
-
-
-def pareto(minimum: float, alpha: float, cap: int) -> LengthDist:
-    return LengthDist("pareto", minimum=minimum, alpha=alpha, cap=cap)
 
 
 def arrival_times(rng: np.random.Generator, n: int, arrival: str, rate: float | None) -> np.ndarray:
@@ -172,12 +82,11 @@ def arrival_times(rng: np.random.Generator, n: int, arrival: str, rate: float | 
     "poisson": gaps between consecutive requests are independent Exponential(1/rate)
     draws — the arrival pattern of many users who do not coordinate.
     """
-    if arrival == "burst":
+    if check_choice("arrival", arrival, ARRIVALS) == "burst":
         return np.zeros(n)
-    if arrival != "poisson":
-        raise ValueError(f"arrival must be one of {ARRIVALS}, got {arrival!r}")
-    if rate is None or not rate > 0:
-        raise ValueError(f"arrival='poisson' needs rate > 0 (requests per second), got {rate!r}")
+    if rate is None:
+        raise ValueError("arrival='poisson' needs rate= (requests per second, > 0)")
+    rate = check_number("rate", rate, minimum=0, above=True, hint="requests per second")
     gaps = rng.exponential(1.0 / rate, size=n)                     # [n]
     return np.concatenate([[0.0], np.cumsum(gaps[:-1])]) if n else gaps
 
@@ -192,10 +101,10 @@ def _resolve_max_tokens(max_tokens, output_lens: np.ndarray, output_dist: Length
     """
     if max_tokens is None:
         caps = np.full_like(output_lens, output_dist.cap)
-    elif max_tokens == "output_len":
+    elif isinstance(max_tokens, str) and max_tokens == "output_len":
         caps = output_lens.copy()
-    elif isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1:
-        caps = np.full_like(output_lens, max_tokens)
+    elif isinstance(max_tokens, numbers.Integral) and not isinstance(max_tokens, bool):
+        caps = np.full_like(output_lens, check_int("max_tokens", max_tokens, minimum=1))
     else:
         raise ValueError("max_tokens must be None, an int >= 1 or 'output_len', "
                          f"got {max_tokens!r}")
@@ -211,8 +120,15 @@ def make_workload(num_requests: int, prompt_dist: LengthDist, output_dist: Lengt
     `priorities`: if given, each request gets one of these values, uniformly at random
     (e.g. (0, 1) for "interactive" vs "batch"); otherwise every priority is 0.
     """
-    if isinstance(num_requests, bool) or not isinstance(num_requests, int) or num_requests < 0:
-        raise ValueError(f"num_requests must be an int >= 0, got {num_requests!r}")
+    num_requests = check_int("num_requests", num_requests, minimum=0)
+    seed = check_int("seed", seed, minimum=0, hint="numpy seeds are non-negative")
+    if not isinstance(prompt_dist, LengthDist) or not isinstance(output_dist, LengthDist):
+        raise TypeError("prompt_dist and output_dist must be LengthDist objects (fixed(...), "
+                        f"lognormal(...), ...), got {prompt_dist!r} and {output_dist!r}")
+    if priorities is not None:
+        priorities = check_int_list("priorities", priorities)
+        if not priorities:
+            raise ValueError("priorities must list at least one value, or be None")
     # one independent stream per quantity, derived from the one seed
     prompt_rng, output_rng, arrival_rng, priority_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
@@ -264,6 +180,9 @@ def seed_example(prompt_len: int = 8, max_tokens: int | None = None) -> list[Req
     30 + 40 + … + 100 = 1150 produce a token — 79.5% of the slots sit idle.
     `max_tokens=None` sends each request's exact output length as its cap.
     """
+    prompt_len = check_int("prompt_len", prompt_len, minimum=1)
+    if max_tokens is not None:
+        max_tokens = check_int("max_tokens", max_tokens, minimum=1, hint="or None for each request's own length")
     return [RequestSpec(f"req-{i}", prompt_len, n, n if max_tokens is None else max(n, max_tokens))
             for i, n in enumerate(SEED_OUTPUT_LENS)]
 
@@ -278,6 +197,9 @@ def stutter_workload(num_decoders: int = 6, decode_len: int = 160, num_long: int
     this document"). Without chunked prefill each long prompt runs in one step that
     every stream waits for: their tokens stutter. Output lengths are exact.
     """
+    num_decoders = check_int("num_decoders", num_decoders, minimum=0)
+    num_long = check_int("num_long", num_long, minimum=0)
+    gap = check_number("gap", gap, minimum=0, hint="seconds between long prompts")
     decoders = [RequestSpec(f"dec-{i}", short_prompt, decode_len, decode_len)
                 for i in range(num_decoders)]
     longs = [RequestSpec(f"long-{j}", long_prompt, long_output, long_output,
@@ -292,6 +214,7 @@ def chat_burst(num_requests: int = 32, max_tokens: int = 256, seed: int = 0) -> 
     A contiguous KV reservation holds `prompt + max_tokens` for each of them, while most
     answers use a small part of it: the gap the KV map shows.
     """
+    max_tokens = check_int("max_tokens", max_tokens, minimum=1)
     return make_workload(num_requests, lognormal(40, 0.3, cap=128),
                          lognormal(40, 0.8, cap=max_tokens), max_tokens=max_tokens, seed=seed)
 

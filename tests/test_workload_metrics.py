@@ -108,6 +108,44 @@ def test_request_spec_checks_its_fields():
         RequestSpec("r", prompt_len=1, output_len=5, max_tokens=4)       # cap below answer
 
 
+BAD_WORKLOAD_ARGUMENTS = [
+    # (what is wrong, the call, the parameter the message must name)
+    ("a fractional fixed length", lambda: fixed(2.5), "fixed: value"),
+    ("a fractional uniform bound", lambda: uniform(1.5, 3), "uniform: low"),
+    ("a string median", lambda: lognormal("a", 1.0, cap=10), "lognormal: median"),
+    ("a nan sigma", lambda: lognormal(10, float("nan"), cap=10), "lognormal: sigma"),
+    ("an infinite alpha", lambda: pareto(1, float("inf"), cap=10), "pareto: alpha"),
+    ("a negative seed", lambda: make_workload(3, fixed(2), fixed(2), seed=-1), "seed"),
+    ("a fractional seed", lambda: make_workload(3, fixed(2), fixed(2), seed=1.5), "seed"),
+    ("a string priority", lambda: make_workload(3, fixed(2), fixed(2), priorities=["a"]), "priorities[0]"),
+    ("a fractional priority", lambda: make_workload(3, fixed(2), fixed(2), priorities=[1.5]), "priorities[0]"),
+    ("priorities not a list", lambda: make_workload(3, fixed(2), fixed(2), priorities=5), "priorities"),
+    ("no priority levels", lambda: make_workload(3, fixed(2), fixed(2), priorities=[]), "priorities"),
+    ("a nan rate", lambda: make_workload(3, fixed(2), fixed(2), arrival="poisson", rate=float("nan")), "rate"),
+    ("a number as distribution", lambda: make_workload(3, 5, fixed(2)), "prompt_dist"),
+    ("a string arrival time", lambda: RequestSpec("r", 1, 1, 1, arrival_time="1"), "arrival_time"),
+    ("a nan arrival time", lambda: RequestSpec("r", 1, 1, 1, arrival_time=float("nan")), "arrival_time"),
+    ("a fractional request priority", lambda: RequestSpec("r", 1, 1, 1, priority=0.5), "priority"),
+    ("max_tokens 0 in the seed example", lambda: seed_example(max_tokens=0), "max_tokens"),
+]
+
+
+@pytest.mark.parametrize("what, call, parameter", BAD_WORKLOAD_ARGUMENTS,
+                         ids=[case[0] for case in BAD_WORKLOAD_ARGUMENTS])
+def test_bad_workload_arguments_are_refused_naming_the_parameter(what, call, parameter):
+    with pytest.raises((TypeError, ValueError)) as error:
+        call()
+    assert str(error.value).startswith(parameter), error.value
+
+
+def test_numpy_numbers_are_accepted_and_stored_plain():
+    w = make_workload(4, lognormal(np.float64(10), 1, cap=np.int64(50)), fixed(np.int64(3)),
+                      seed=np.int64(2), priorities=[np.int64(0), 1], max_tokens=np.int64(5))
+    assert {type(getattr(r, f)) for r in w for f in ("prompt_len", "max_tokens", "priority")} == {int}
+    assert w == make_workload(4, lognormal(10.0, 1, cap=50), fixed(3), seed=2, priorities=[0, 1],
+                              max_tokens=5)
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_make_valid_workloads(name):
     w = preset_workload(name, 300, arrival="poisson", rate=10.0, seed=0)
