@@ -58,6 +58,26 @@ def test_generate_flags_are_checked_before_the_model_loads(tmp_path, flags, word
 
 @pytest.mark.unit
 @pytest.mark.parametrize("flags,words", [
+    (["--max-num-batched-tokens", "0"], "--max-num-batched-tokens must be >= 1"),
+    (["--max-model-len", "1"], "--max-model-len must be >= 2"),
+    (["--num-kv-blocks", "0"], "--num-kv-blocks must be >= 1"),
+    (["--scheduling", "static", "--enable-chunked-prefill"], "--enable-chunked-prefill needs"),
+    (["--attention-backend", "flash"], "--attention-backend must be one of"),
+    (["--block-size", "0"], "--block-size must be >= 1"),
+    (["--model", "no-such-model"], "smollm2-135m"),
+])
+def test_serve_flags_are_checked_before_the_model_loads(tmp_path, flags, words):
+    """Same rule for the server: a bad flag fails in seconds, naming the flag, before the
+    model cache is touched or a port is bound."""
+    env = {**__import__("os").environ, "MINILLM_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "minillm", "serve", "--port", "0", *flags],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
+    assert "listening" not in run.stdout and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("flags,words", [
     (["--max-num-seqs", "0"], "--max-num-seqs: must be >= 1"),
     (["--threads", "two"], "--threads: 'two' is not an int"),
     (["--vllm-python", "/nonexistent/python"], "--vllm-python"),

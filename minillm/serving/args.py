@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,4 +65,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.api_key == "":
         parser.error("--api-key is empty: give a key, or leave the flag out")
     args.served_model_name = args.served_model_name or str(args.model)
+    check_engine_flags(parser, args)
     return args
+
+
+# LLM(...) keyword -> the flag that sets it, where the two names differ
+FLAG_OF_FIELD = {"policy": "--scheduling-policy"}
+
+
+def check_engine_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Check the engine's flags and the model name before anything loads (seconds, not
+    the minute a model load can take); the message names the flag, not the keyword."""
+    from minillm.config import EngineConfig
+    from minillm.model_loader import check_model_name
+    from minillm.serving.engine_factory import engine_kwargs
+    try:
+        EngineConfig.from_kwargs(engine_kwargs(args))
+        check_model_name(args.model)
+    except (TypeError, ValueError) as error:
+        text = str(error)
+        for field in sorted(engine_kwargs(args), key=len, reverse=True):
+            flag = FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+            text = re.sub(rf"(?<![\w-]){field}(?!\w)", flag, text)
+        parser.error(text)
