@@ -11,6 +11,9 @@ Three tasks:
 3. `padded_static_generate` — the classic `model.generate(batch)` loop: greedy
    decoding with the KV cache, every row computed every step until the longest
    request is done. Its tokens must equal minillm's `LLM(..., scheduling="static")`.
+
+The answer key's request-level batching is `minillm/scheduler/static.py::StaticScheduler`;
+`static_slot_waste` counts what `minillm/metrics.py::slot_utilization` measures on a Trace.
 """
 
 from __future__ import annotations

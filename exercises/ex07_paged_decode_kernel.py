@@ -17,6 +17,9 @@ below sets `TRITON_INTERPRET=1` before triton is imported). There you may `print
 inside the kernel to look at a tile. A load or store *outside* its tensor crashes the
 interpreter's process, so the tests run your kernel in a child process: a crash or an
 endless loop fails the kernel tests instead of taking the grader down.
+
+The answer key's kernel is `kernels/paged_decode.py::paged_decode_attention` (same
+arguments); its PyTorch reference is `minillm/attention/reference.py`.
 """
 
 from __future__ import annotations

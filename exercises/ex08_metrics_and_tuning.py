@@ -8,6 +8,9 @@ TPOT, ITL, E2E, and their percentiles. The tests compare yours with `minillm.met
 on a simulator Trace. Part (b) uses them: search the engine's knobs for the
 configuration that meets a latency SLA with the highest throughput. The tests
 re-simulate the configuration you return.
+
+The answer key's metrics are in `minillm/metrics.py` (`ttft`, `tpot`, `e2e`,
+`percentiles`, `summarize`); `run_config` drives `minillm/simulate.py::simulate`.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ agree hash for hash (the tests compare them).
 
 Your turn: replace each `raise NotImplementedError`, then run the check cell at the
 end of lesson 10 (or `python -m minillm.grading 10`).
+
+The answer key's hashing is `minillm/kv_cache/prefix_cache.py::hash_block` and
+`::block_hashes` (same names); its `PrefixCache.match` also checks tokens on a hit.
 """
 
 from __future__ import annotations

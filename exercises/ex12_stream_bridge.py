@@ -16,6 +16,10 @@ stop the request when the client goes away. Three pieces:
 
 Part (c) is graded on minillm's real engine loop (`minillm.serving.AsyncEngine`) with
 a tiny random Llama, so your generator runs exactly where the server's does.
+
+The answer key's pieces: `minillm/serving/responses.py::text_delta` and `::sse`,
+`minillm/serving/request_stream.py::RequestStream` (the mailbox) and
+`minillm/serving/api_server.py::stream_events` (the handler's generator).
 """
 
 from __future__ import annotations
