@@ -88,6 +88,8 @@ def main(argv=None) -> int:
 
     from minillm.serving.args import parse_args
     args = parse_args(argv)
+    if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
+        restart_with_passive_openmp(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         sock = bind(args.host, args.port)
@@ -109,6 +111,27 @@ def main(argv=None) -> int:
     except StoppedBySignal:
         pass
     return 0
+
+
+def restart_with_passive_openmp(argv) -> None:
+    """Start this command again (same PID, `os.execv`) with `OMP_WAIT_POLICY=PASSIVE`.
+
+    After each parallel region, PyTorch's OpenMP workers normally *spin* for a while,
+    waiting for the next one. Offline that wins a little (the next matmul starts at
+    once), but a server has other work for those cores between two steps: the event
+    loop writing every stream's tokens, new connections, the clients on the same
+    machine. Spinning workers take that CPU. On the course's 2-core machine, 64
+    streaming clients got 0.77-0.80x the offline tokens/s with spinning workers and
+    0.92-0.99x with passive ones (`python -m minillm.bench serve --compare-offline`,
+    PERFORMANCE.md). OpenMP reads the variable once, when PyTorch loads it, which is
+    before this function runs, hence the restart. Set OMP_WAIT_POLICY (or GNU OpenMP's
+    GOMP_SPINCOUNT) yourself to keep your own choice.
+    """
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    rest = list(argv) if argv is not None else sys.argv[2:]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "minillm", "serve", *rest])
 
 
 class StoppedBySignal(Exception):
