@@ -120,10 +120,11 @@ def restart_with_passive_openmp(argv) -> None:
     waiting for the next one. Offline that wins a little (the next matmul starts at
     once), but a server has other work for those cores between two steps: the event
     loop writing every stream's tokens, new connections, the clients on the same
-    machine. Spinning workers take that CPU. On the course's 2-core machine, 64
-    streaming clients got 0.77-0.80x the offline tokens/s with spinning workers and
-    0.92-0.99x with passive ones (`python -m minillm.bench serve --compare-offline`,
-    PERFORMANCE.md). OpenMP reads the variable once, when PyTorch loads it, which is
+    machine. Spinning workers take that CPU. On the course's 2-core machine, the same
+    saturated load of 64 streaming clients got 59-67 output tokens/s from a server with
+    OMP_WAIT_POLICY=ACTIVE and 96-104 with PASSIVE, rounds alternating; libgomp's
+    default spin landed near PASSIVE, a few percent below it (PERFORMANCE.md, "Online
+    serving"). OpenMP reads the variable once, when PyTorch loads it, which is
     before this function runs, hence the restart. Set OMP_WAIT_POLICY (or GNU OpenMP's
     GOMP_SPINCOUNT) yourself to keep your own choice.
     """
