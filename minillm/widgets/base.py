@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import html
 import math
+from abc import ABC, abstractmethod
 from contextlib import contextmanager
 
 
-class CourseWidget:
+class CourseWidget(ABC):
     """Base class: `.widget`, `.result`, display in Jupyter, one update per change.
 
     A subclass builds its controls, observes them with `self.on_change`, lays them out
@@ -28,8 +29,9 @@ class CourseWidget:
         self.result: dict = {}
         self._busy = False
 
+    @abstractmethod
     def update(self) -> dict:
-        raise NotImplementedError
+        """Recompute from the controls, redraw, and return `self.result`."""
 
     def on_change(self, _change=None) -> None:
         """A control moved: recompute, unless a `quiet()` block is setting several."""
