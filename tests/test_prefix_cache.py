@@ -61,6 +61,8 @@ def test_every_block_is_free_or_cached_after_a_run(block_size, extra_blocks, chu
     for h, block in cache.block_of.items():            # the two maps mirror each other
         assert cache.hash_of[block] == h
     assert len(cache.block_of) == len(cache.hash_of) <= allocator.num_blocks
+    for parent, kids in cache.children.items():        # only live entries, under their parent
+        assert all(cache.entries[cache.hash_of[kid]].parent_block == parent for kid in kids)
     if kv.swap_allocator is not None:
         assert kv.swap_allocator.num_free == kv.swap_allocator.num_blocks
     # a shared block holds its tokens once: never more tokens than slots in use
@@ -126,3 +128,26 @@ def test_a_collision_one_block_back_does_not_leak_into_the_next_block(monkeypatc
     # and a reused block takes every block cached after it with it
     cache.evict(y.block_table[0])
     assert y.block_table[1] not in cache.hash_of
+
+
+def test_a_reused_block_leaves_its_old_parent_so_its_new_entry_survives():
+    """Block c held A's 2nd block; it is reused (evicted alone) and cached again after B's
+    first block. Evicting A's first block later must not take c's new entry with it."""
+    from minillm.kv_cache.allocator import BlockAllocator
+    from minillm.kv_cache.prefix_cache import PrefixCache
+    from minillm.sequence import Sequence
+
+    cache = PrefixCache(BlockAllocator(8), 2)
+
+    def computed(tokens, blocks):
+        seq = Sequence(str(tokens), tokens, SamplingParams(max_tokens=1))
+        seq.block_table, seq.num_computed_tokens = blocks, len(tokens)
+        return seq
+
+    a0, c, b0 = 0, 1, 2
+    cache.register(computed([1, 2, 3, 4, 9], [a0, c]))
+    cache.evict(c)                                      # c reused for new tokens
+    cache.register(computed([5, 6, 7, 8, 9], [b0, c]))  # ... which are cached after b0
+    cache.evict(a0)
+    assert c in cache.hash_of and cache.entries[cache.hash_of[c]].parent_block == b0
+    assert cache.children == {b0: [c]}

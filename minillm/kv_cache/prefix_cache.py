@@ -131,6 +131,10 @@ class PrefixCache:
     def evict(self, block: int) -> None:
         """The allocator is reusing `block` for new tokens: forget its old contents, and
         every cached block computed after them (their K/V assumed this block's)."""
+        h = self.hash_of.get(block)
+        parent = self.entries[h].parent_block if h is not None else None
+        if parent in self.children:                         # its parent no longer lists it
+            self.children[parent].remove(block)
         stack = [block]
         while stack:                                        # the block, then its descendants
             current = stack.pop()
