@@ -9,7 +9,7 @@ import time
 import pytest
 
 from minillm.bench.serve.scrape import histogram_quantile, parse
-from minillm.widgets.dashboard import ServerDashboard
+from minillm.widgets.dashboard import Sample, ServerDashboard
 
 pytestmark = pytest.mark.unit
 
@@ -85,7 +85,7 @@ def test_histogram_quantiles_interpolate_inside_a_bucket():
 def test_a_pause_in_polling_breaks_the_lines_and_old_samples_leave_the_window():
     server = ScriptedServer([(0, 0, 0.0, 0)])
     dash = ServerDashboard("http://test", interval=0.5, window=60, fetch=server.fetch)
-    dash.samples = [type(dash.samples[0])(t, 1, 0, 0.1, 5.0) for t in (0, 0.5, 1.0, 30, 30.5, 100)]
+    dash.samples = [Sample(t, 1, 0, 0.1, 5.0) for t in (0, 0.5, 1.0, 30, 30.5, 100)]
     t, series = dash._recent_series()
     assert t == [100]                           # samples before 100 - 60 s are gone
     dash.samples = dash.samples[:5]
