@@ -190,13 +190,3 @@ def test_a_full_queue_answers_503_with_retry_after_then_sigterm_leaves_nothing(t
         assert server.process.wait(timeout=60) == 0
         with pytest.raises(ProcessLookupError):
             os.killpg(server.pid, 0)                         # nothing left in its group
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads /proc (Linux)")
-def test_the_server_restarts_itself_with_passive_openmp_workers(server):
-    """Spinning OpenMP workers starve the event loop (PERFORMANCE.md, "Online serving"):
-    a server started without OMP_WAIT_POLICY runs with PASSIVE, in the same process."""
-    assert "OMP_WAIT_POLICY" not in os.environ          # the launcher did not set it
-    with open(f"/proc/{server.process.pid}/environ", "rb") as f:
-        env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
-    assert env.get(b"OMP_WAIT_POLICY") == b"PASSIVE"

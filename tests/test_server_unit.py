@@ -177,6 +177,50 @@ def test_shutdown_fails_what_is_in_flight_and_stops_the_loop():
 
 # ---------------------------------------------------------------------- request checks
 
+def test_every_tensor_operation_of_the_server_runs_on_one_thread(monkeypatch):
+    """Load, warm-up and every step on the engine thread, never on the event loop's:
+    a second thread running PyTorch makes a second OpenMP team, and then libgomp lets
+    every worker sleep between parallel regions (serving/engine_thread.py)."""
+    import threading
+    from types import SimpleNamespace
+
+    import minillm.serving.cli as cli
+    import minillm.serving.engine_factory as factory
+
+    seen = {}
+
+    class RecordingEngine(ScriptedEngine):
+        vocab_size = 200
+        scheduler = SimpleNamespace(running=[], waiting=[],      # read by engine_stats
+                                    kv=SimpleNamespace(num_free_blocks=1, num_blocks=1))
+
+        def step(self):
+            seen.setdefault("step", set()).add(threading.get_ident())
+            return super().step()
+
+    def make_engine(args):
+        seen["build"] = threading.get_ident()
+        return RecordingEngine(), None, {"max_model_len": 64}
+
+    monkeypatch.setattr(factory, "make_engine", make_engine)
+    monkeypatch.setattr(cli, "warm_up", lambda engine: seen.setdefault("warm_up",
+                                                                        threading.get_ident()))
+    args = SimpleNamespace(served_model_name="m", max_queued_requests=8, api_key=None)
+    app, loop = cli.build_server(args)
+
+    async def serve_two():
+        await loop.start()
+        try:
+            for name in "ab":
+                stream = await loop.add_request(name, prompt(), params(3))
+                assert [o.finished async for o in stream][-1]
+        finally:
+            await loop.shutdown()
+    asyncio.run(serve_two())
+    assert seen["step"] == {seen["build"]} and seen["warm_up"] == seen["build"]
+    assert seen["build"] != threading.get_ident()
+
+
 def test_unknown_field_and_wrong_type_name_the_field():
     with pytest.raises(ValidationError) as info:
         CompletionRequest.model_validate_json('{"prompt": "x", "max_token": 5}')

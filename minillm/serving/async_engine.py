@@ -20,13 +20,16 @@ the **engine loop** (引擎循环), in charge of the engine:
   that asked, before that handler has sent any response header.
 * **Why a worker thread for `step()`**: a forward pass takes tens of milliseconds. Run
   on the event loop, it would freeze every HTTP connection for that long (no new
-  requests accepted, no tokens written). `await asyncio.to_thread(step)` lets the event
-  loop keep serving sockets while PyTorch computes — PyTorch releases Python's GIL
+  requests accepted, no tokens written). Running `step()` on a worker thread lets the
+  event loop keep serving sockets while PyTorch computes — PyTorch releases Python's GIL
   inside its kernels. Only the loop task awaits that thread and it never starts a second
   step before the first returns, so the engine is still used by one caller at a time:
-  admissions and aborts run on the event-loop thread *between* steps, `step()` in the
-  worker, never both at once. (One dedicated thread fed by queues would work as well;
-  `to_thread` needs no queue and no shutdown protocol of its own.)
+  admissions and aborts run on the event-loop thread *between* steps, `step()` on the
+  worker, never both at once.
+* **Always the same worker** (`engine_thread.py`): the thread that loaded the model.
+  PyTorch's OpenMP workers only wait efficiently for the next piece of work when the
+  process has a single team of them, i.e. one thread that ever runs tensor code;
+  `asyncio.to_thread` would hand consecutive steps to whichever pool thread is idle.
 * **Streams keep only the latest output.** `RequestOutput.outputs[0].token_ids` is
   cumulative, so a stream holds the newest one, not a queue: a client that reads slowly
   receives several tokens in one chunk, and the server's memory per request stays
@@ -50,6 +53,7 @@ import time
 from dataclasses import dataclass, replace
 
 from minillm.serving.engine_factory import EngineStats, engine_stats
+from minillm.serving.engine_thread import EngineThread
 from minillm.serving.request_stream import RequestStream
 
 log = logging.getLogger("minillm.serving")
@@ -84,8 +88,10 @@ class _Admission:
 
 class AsyncEngine:
     def __init__(self, engine, *, max_queued_requests: int = 256, observer=None,
-                 stats=engine_stats):
+                 stats=engine_stats, engine_thread: EngineThread | None = None):
         self.engine = engine
+        # give it the thread that built `engine`, as cli.build_server does (engine_thread.py)
+        self.engine_thread = engine_thread or EngineThread()
         self.max_queued_requests = max_queued_requests
         self.observer = observer              # metrics.ServerMetrics, or None
         self._read_stats = stats
@@ -185,6 +191,8 @@ class AsyncEngine:
             for stream in self._streams.values():
                 stream._fail(EngineDeadError(f"the engine loop stopped: {error!r}"))
             raise
+        finally:
+            self.engine_thread.close()                 # a step still running finishes
 
     def _apply_aborts(self) -> None:
         if not self._aborts:
@@ -231,7 +239,7 @@ class AsyncEngine:
 
     async def _step(self) -> None:
         try:
-            outputs, self.stats = await asyncio.to_thread(self._step_in_thread)
+            outputs, self.stats = await self.engine_thread.run(self._step_in_thread)
         except Exception as error:
             log.exception("an engine step failed; failing the requests in the engine")
             self._fail_everyone_in_the_engine(error)

@@ -69,13 +69,16 @@ def build_server(args):
     from minillm.serving.api_server import build_app
     from minillm.serving.async_engine import AsyncEngine
     from minillm.serving.engine_factory import make_engine
+    from minillm.serving.engine_thread import EngineThread
     from minillm.serving.metrics import ServerMetrics
     from minillm.serving.prompts import PromptBuilder
 
-    engine, tokenizer, config = make_engine(args)
-    warm_up(engine)
+    thread = EngineThread()                  # every tensor operation runs there: see its file
+    engine, tokenizer, config = thread.call(make_engine, args)
+    thread.call(warm_up, engine)
     metrics = ServerMetrics(args.served_model_name)
-    loop = AsyncEngine(engine, max_queued_requests=args.max_queued_requests, observer=metrics)
+    loop = AsyncEngine(engine, max_queued_requests=args.max_queued_requests, observer=metrics,
+                       engine_thread=thread)
     prompts = PromptBuilder(tokenizer, config["max_model_len"], engine.vocab_size)
     app = build_app(loop, prompts, metrics, model_name=args.served_model_name,
                     api_key=args.api_key)
@@ -88,8 +91,6 @@ def main(argv=None) -> int:
 
     from minillm.serving.args import parse_args
     args = parse_args(argv)
-    if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
-        restart_with_passive_openmp(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         sock = bind(args.host, args.port)
@@ -111,28 +112,6 @@ def main(argv=None) -> int:
     except StoppedBySignal:
         pass
     return 0
-
-
-def restart_with_passive_openmp(argv) -> None:
-    """Start this command again (same PID, `os.execv`) with `OMP_WAIT_POLICY=PASSIVE`.
-
-    After each parallel region, PyTorch's OpenMP workers normally *spin* for a while,
-    waiting for the next one. Offline that wins a little (the next matmul starts at
-    once), but a server has other work for those cores between two steps: the event
-    loop writing every stream's tokens, new connections, the clients on the same
-    machine. Spinning workers take that CPU. On the course's 2-core machine, the same
-    saturated load of 64 streaming clients got 59-67 output tokens/s from a server with
-    OMP_WAIT_POLICY=ACTIVE and 96-104 with PASSIVE, rounds alternating; libgomp's
-    default spin landed near PASSIVE, a few percent below it (PERFORMANCE.md, "Online
-    serving"). OpenMP reads the variable once, when PyTorch loads it, which is
-    before this function runs, hence the restart. Set OMP_WAIT_POLICY (or GNU OpenMP's
-    GOMP_SPINCOUNT) yourself to keep your own choice.
-    """
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    rest = list(argv) if argv is not None else sys.argv[2:]
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "minillm", "serve", *rest])
 
 
 class StoppedBySignal(Exception):

@@ -4,8 +4,8 @@ On one seeded workload (the same requests every time):
 
 1. **saturated**: every request sent at once to `python -m minillm serve`; output
    tokens/s at the client, against the same requests through offline `LLM.generate`
-   with the same engine settings, timed in the main thread and in a worker thread
-   (see `in_worker_thread`); target: the server keeps ≥ 0.9× of the faster — the HTTP
+   with the same engine settings, in this process's main thread (the only thread here
+   that runs PyTorch: see `offline`); target: the server keeps ≥ 0.9× of it — the HTTP
    layer, the SSE framing and the engine loop's hand-offs may cost at most a tenth;
 2. **low load**: one request at a time; each request's TTFT at the client minus the
    TTFT the engine itself recorded for it (`GET /minillm/requests`) — what the HTTP
@@ -58,13 +58,10 @@ def compare(args) -> dict:
         run_rate(server.base_url, bodies[:4], float("inf"), **common)
         rounds = []
         for _ in range(args.rounds):
-            main_thread = offline(llm, specs, prompts)
-            worker = in_worker_thread(offline, llm, specs, prompts)
+            off = offline(llm, specs, prompts)
             on, _ = run_rate(server.base_url, bodies, float("inf"), **common)
-            best = max(main_thread, worker, key=lambda r: r["output_throughput"])
-            rounds.append({"offline_main_thread": main_thread, "offline_worker_thread": worker,
-                           "offline": best, "saturated": on,
-                           "ratio": on["output_throughput"] / best["output_throughput"]})
+            rounds.append({"offline": off, "saturated": on,
+                           "ratio": on["output_throughput"] / off["output_throughput"]})
         del llm
         result["rounds_detail"] = rounds
         result["server_vs_offline"] = float(np.median([r["ratio"] for r in rounds]))
@@ -104,7 +101,14 @@ def low_load(base_url: str, bodies: list[dict], common: dict, engine_ttft: bool)
 
 
 def offline(llm, specs, prompts) -> dict:
-    """The same requests through LLM.generate (one process, no HTTP), same engine knobs."""
+    """The same requests through LLM.generate (one process, no HTTP), same engine knobs.
+
+    Always called from the main thread, which also loaded the model: a second thread
+    running PyTorch would give the process a second OpenMP team, and with more OpenMP
+    threads than CPUs libgomp makes every worker sleep between parallel regions, which
+    slows every later step (serving/engine_thread.py explains; the server runs all its
+    tensor work on one thread for the same reason).
+    """
     from minillm import SamplingParams
     params = [SamplingParams(temperature=0.0, max_tokens=s.max_tokens, ignore_eos=True)
               for s in specs]
@@ -113,22 +117,6 @@ def offline(llm, specs, prompts) -> dict:
     elapsed = time.perf_counter() - start
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
     return {"duration": elapsed, "total_output_tokens": tokens, "output_throughput": tokens / elapsed}
-
-
-def in_worker_thread(fn, *args):
-    """Run `fn(*args)` in a fresh thread, as the server's engine loop runs `step()`.
-
-    Measured on a busy 2-core machine: the same steps ran ~2-3x faster in a worker
-    thread than in the main thread, because PyTorch's OpenMP workers of the main thread
-    spin while they wait (OMP_WAIT_POLICY=PASSIVE removed the difference). So the offline
-    baseline is timed both ways, and the server is compared with the faster one.
-    """
-    import threading
-    out = {}
-    thread = threading.Thread(target=lambda: out.setdefault("result", fn(*args)))
-    thread.start()
-    thread.join()
-    return out["result"]
 
 
 def vllm_reason(python: str | None) -> str | None:
@@ -191,10 +179,8 @@ def report(r: dict) -> str:
     lines = [f"workload: {r['shape']['num_prompts']} requests, {r['output_tokens']} output "
              f"tokens, seed {r['seed']}, max_num_seqs {r['max_num_seqs']}",
              f"saturated (last round): server {last['saturated']['output_throughput']:.1f} tok/s, "
-             f"offline LLM.generate {last['offline_main_thread']['output_throughput']:.1f} tok/s "
-             f"(main thread) / {last['offline_worker_thread']['output_throughput']:.1f} tok/s "
-             "(worker thread)",
-             f"server / best offline: median {r['server_vs_offline']:.3f}x over {r['rounds']} "
+             f"offline LLM.generate {last['offline']['output_throughput']:.1f} tok/s",
+             f"server / offline: median {r['server_vs_offline']:.3f}x over {r['rounds']} "
              f"rounds ({per_round}) (target >= 0.9)",
              f"low load: client TTFT median {m['low_load']['median_ttft_ms']:.1f} ms; client "
              f"minus in-engine TTFT median {m['ttft_gap_ms']['median']:.1f} ms, P90 "
