@@ -175,8 +175,6 @@ def test_shutdown_fails_what_is_in_flight_and_stops_the_loop():
     assert not engine.live and not loop.is_running
 
 
-# ---------------------------------------------------------------------- request checks
-
 def test_every_tensor_operation_of_the_server_runs_on_one_thread(monkeypatch):
     """Load, warm-up and every step on the engine thread, never on the event loop's:
     a second thread running PyTorch makes a second OpenMP team, and then libgomp lets
@@ -220,6 +218,8 @@ def test_every_tensor_operation_of_the_server_runs_on_one_thread(monkeypatch):
     assert seen["step"] == {seen["build"]} and seen["warm_up"] == seen["build"]
     assert seen["build"] != threading.get_ident()
 
+
+# ---------------------------------------------------------------------- request checks
 
 def test_unknown_field_and_wrong_type_name_the_field():
     with pytest.raises(ValidationError) as info:
