@@ -16,9 +16,10 @@ import time
 
 import torch
 
-from minillm import LLM, SamplingParams
+from minillm import LLM
 from minillm.packed_linear import Linear, linear
-import minillm.model_runner as model_runner
+
+from captured_steps import decode_batches, median_ms      # this folder
 
 dtype_name = sys.argv[1] if len(sys.argv) > 1 else "float32"
 torch.set_num_threads(2)
@@ -88,32 +89,8 @@ def forward(batch, compiled: bool):
     return linear(h, model.embed_tokens.weight, packed=model.lm_head_packed).float()
 
 
-def decode_batches():
-    """A batch-1 and a batch-16 decode step of real prompts (128 tokens each)."""
-    seen, build = [], model_runner.build_flat_batch
-    model_runner.build_flat_batch = lambda plan, bs, dev: seen.append(build(plan, bs, dev)) or seen[-1]
-    prompts = [{"prompt_token_ids": [1 + (i * 7 + j) % 1000 for j in range(128)]} for i in range(16)]
-    try:
-        llm.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
-        b16 = [b for b in seen if b.input_ids.shape[0] == 16][-1]
-        llm.generate(prompts[:1], SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
-        b1 = [b for b in seen if b.input_ids.shape[0] == 1][-1]
-    finally:
-        model_runner.build_flat_batch = build
-    return {"batch 1": b1, "batch 16": b16}
-
-
-def timed(fn, n=10):
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return round(sorted(times)[n // 2] * 1e3, 1)
-
-
 if __name__ == "__main__":
-    batches = decode_batches()
+    batches = {f"batch {n}": step for n, step in sorted(decode_batches(llm, sizes=(1, 16)).items())}
     result = {"dtype": dtype_name, "load_avg_start": os.getloadavg()}
     for name, batch in batches.items():              # first call of each shape compiles
         start = time.perf_counter()
@@ -126,7 +103,7 @@ if __name__ == "__main__":
         for name, batch in batches.items():
             for compiled in ((False, True) if r % 2 == 0 else (True, False)):
                 key = f"{name} {'compiled' if compiled else 'eager'} (ms)"
-                rounds.setdefault(key, []).append(timed(lambda: forward(batch, compiled)))
+                rounds.setdefault(key, []).append(round(median_ms(lambda: forward(batch, compiled), 10), 1))
     result["rounds"] = rounds
     result["median"] = {k: sorted(v)[len(v) // 2] for k, v in rounds.items()}
     result["load_avg_end"] = os.getloadavg()

@@ -21,10 +21,11 @@ import torch
 import torch.fx.experimental._config as fx_config
 import torch.nn.functional as F
 
-from minillm import LLM, SamplingParams
+from minillm import LLM
 from minillm.attention.reference import write_kv
 from minillm.attention.torch_paged import gather_blocks
-import minillm.model_runner as model_runner
+
+from captured_steps import decode_batches, median_ms      # this folder
 
 
 def paged_decode(q, k_cache, v_cache, block_tables, seq_lens, scale: float):
@@ -65,15 +66,6 @@ def gather_and_sdpa(q, k_cache, v_cache, ids, mask, scale):
     return out.reshape(G, num_heads, head_dim)
 
 
-def timed(fn, n):
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[n // 2] * 1e3
-
-
 def isolated(dtype, result):
     torch.manual_seed(0)
     N, bs, Hkv, D, G, nb = 400, 16, 3, 64, 16, 10
@@ -90,8 +82,8 @@ def isolated(dtype, result):
     out = call_compiled(*args)
     result["compile_s"] = round(time.perf_counter() - start, 1)
     result["isolated_max_abs_err"] = (out.float() - gather_and_sdpa(*reference_args).float()).abs().max().item()
-    result["isolated_ms_median_of_200"] = {"compiled_in_place": round(timed(lambda: call_compiled(*args), 200), 3),
-                                           "gather_plus_sdpa": round(timed(lambda: gather_and_sdpa(*reference_args), 200), 3)}
+    result["isolated_ms_median_of_200"] = {"compiled_in_place": round(median_ms(lambda: call_compiled(*args), 200), 3),
+                                           "gather_plus_sdpa": round(median_ms(lambda: gather_and_sdpa(*reference_args), 200), 3)}
 
 
 class CompiledBackend:
@@ -114,13 +106,7 @@ class NoAttention:
 
 def in_forward(dtype_name, result, rounds=5, steps_per_round=10):
     llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype=dtype_name)
-    batches = []
-    build = model_runner.build_flat_batch
-    model_runner.build_flat_batch = lambda plan, bs, dev: batches.append(build(plan, bs, dev)) or batches[-1]
-    prompts = [{"prompt_token_ids": [1 + (i * 7 + j) % 1000 for j in range(128)]} for i in range(16)]
-    llm.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
-    model_runner.build_flat_batch = build
-    batch = [b for b in batches if b.input_ids.shape[0] == 16][-1]        # a batch-16 decode step
+    batch = decode_batches(llm, sizes=(16,))[16]                 # a batch-16 decode step
     runner = llm.llm_engine.runner
 
     def forward(backend):
@@ -136,7 +122,7 @@ def in_forward(dtype_name, result, rounds=5, steps_per_round=10):
     for r in range(rounds):
         order = list(backends) if r % 2 == 0 else list(backends)[::-1]
         for name in order:
-            medians[name].append(round(timed(lambda: forward(backends[name]), steps_per_round), 1))
+            medians[name].append(round(median_ms(lambda: forward(backends[name]), steps_per_round), 1))
     result["in_forward_step_ms_per_round"] = medians
     result["in_forward_step_ms_median"] = {n: sorted(v)[len(v) // 2] for n, v in medians.items()}
 
