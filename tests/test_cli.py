@@ -118,3 +118,17 @@ def test_more_bench_flags_are_checked_first(flags, words):
     run = subprocess.run([sys.executable, "-m", "minillm.bench", *flags],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("feature", ["--enable-chunked-prefill", "--enable-prefix-caching"])
+def test_serve_takes_the_scheduling_its_error_suggests(capsys, feature):
+    """`--scheduling static` with a paged-only feature fails and suggests two values;
+    following either suggestion works (the flag once offered only continuous/static)."""
+    from minillm.serving.args import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--scheduling", "static", feature])
+    advice = capsys.readouterr().err
+    for suggested in ("continuous", "static+paged"):
+        assert f"'{suggested}'" in advice
+        assert parse_args(["--scheduling", suggested, feature]).scheduling == suggested

@@ -13,6 +13,8 @@ import argparse
 import os
 import re
 
+from minillm.scheduler import SCHEDULERS
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m minillm serve", description=__doc__,
@@ -34,8 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-prefix-caching", action=flag, default=False)
     p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
     p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--scheduling", choices=("continuous", "static"), default="continuous",
-                   help="minillm: iteration-level (continuous) or request-level (static)")
+    p.add_argument("--scheduling", choices=tuple(SCHEDULERS), default="continuous",
+                   help="minillm: iteration-level (continuous) or request-level (static) "
+                        "batching; 'continuous+contiguous' and 'static+paged' are lesson "
+                        "05's other two corners")
     p.add_argument("--num-kv-blocks", type=int, default=None,
                    help="minillm: KV-cache blocks (vLLM: --num-gpu-blocks-override)")
     p.add_argument("--attention-backend", default="auto")
