@@ -35,8 +35,12 @@ def main() -> None:
     import vllm
     from vllm import LLM, SamplingParams
 
+    # Prefix caching off, as in minillm's engines: every round sends the same prompts, so
+    # with it on a later round could skip prefills that minillm computes. (vLLM's CPU
+    # blocks hold 128 tokens, more than these prompts, so it measured no difference:
+    # minillm/PERFORMANCE.md; off, the comparison does not depend on that.)
     llm = LLM(model=args.model, dtype=args.dtype, max_num_seqs=args.max_num_seqs,
-              max_model_len=2048, seed=0)
+              max_model_len=2048, seed=0, enable_prefix_caching=False)
     reply({"ready": True, "version": vllm.__version__})
     for line in sys.stdin:
         command = json.loads(line)

@@ -11,7 +11,10 @@ On one seeded workload (the same requests every time):
    TTFT the engine itself recorded for it (`GET /minillm/requests`) — what the HTTP
    path adds before the user sees a token (target: median < 25 ms);
 3. with `--vllm-python`: the same two runs against `vllm serve` on the same model
-   (block size 32, which vLLM's CPU backend needs), and the ratio.
+   (block size 32, which vLLM's CPU backend needs), and the ratio. vLLM's prefix
+   caching (on by default) is turned off, as minillm's server has it: the low-load run
+   re-sends prompts the saturated run already sent, and with it on, vLLM would skip
+   their prefill and report a TTFT no fresh prompt gets.
 
 Numbers are ratios measured in this run on this machine: they move with how busy the
 machine is, which is why they are never asserted in a test.
@@ -143,7 +146,8 @@ def vllm_server(python: str, model_dir: Path, name: str, max_num_seqs: int, log_
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", name, "--max-num-seqs", str(max_num_seqs),
-           "--block-size", "32", "--dtype", "float32", "--max-model-len", "2048", "--seed", "0"]
+           "--block-size", "32", "--dtype", "float32", "--max-model-len", "2048", "--seed", "0",
+           "--no-enable-prefix-caching"]          # as minillm's server (see the docstring)
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)

@@ -1,0 +1,52 @@
+"""Does vLLM's prefix caching change the peers comparison? (minillm/PERFORMANCE.md,
+"vLLM on this CPU"). Two steps, in two virtualenvs:
+
+    .venv/bin/python scripts/experiments/vllm_prefix_caching.py dump /tmp/peers.json
+    /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py run /tmp/peers.json on
+    /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py run /tmp/peers.json off
+
+`dump` writes the peers workload (the chat prompts as token ids, the output lengths)
+with minillm; `run` builds vLLM as the bench's worker does, with prefix caching on or
+off, prints its KV block size, warms up on the first 16 prompts as the bench does, and
+prints the useful tokens/s of three rounds of the whole workload (the same prompts
+every round, as in the bench). Run it with VLLM_CPU_OMP_THREADS_BIND=0-1
+VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1, the bench's environment.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def dump(path: str) -> None:
+    from minillm.bench.peers import peer_output_lengths, peer_prompts
+    from minillm.model_loader import load_model_and_tokenizer
+    _, tokenizer = load_model_and_tokenizer("smollm2-135m")
+    Path(path).write_text(json.dumps({"prompts": peer_prompts(tokenizer),
+                                      "lens": peer_output_lengths()}))
+
+
+def run(path: str, prefix_caching: bool) -> None:
+    from vllm import LLM, SamplingParams
+    work = json.loads(Path(path).read_text())
+    model = Path.home() / ".cache/minillm/smollm2-135m"
+    llm = LLM(model=str(model), dtype="float32", max_num_seqs=16, max_model_len=2048,
+              seed=0, enable_prefix_caching=prefix_caching)
+    print("block size", llm.llm_engine.vllm_config.cache_config.block_size, flush=True)
+
+    def tokens_per_s(prompts, lens) -> float:
+        params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lens]
+        start = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        return sum(len(o.outputs[0].token_ids) for o in outs) / (time.perf_counter() - start)
+
+    tokens_per_s(work["prompts"][:16], [2] * 16)                     # the bench's warm-up
+    rounds = [round(tokens_per_s(work["prompts"], work["lens"]), 1) for _ in range(3)]
+    print("prefix caching", prefix_caching, "tokens/s per round", rounds, flush=True)
+
+
+if __name__ == "__main__":        # vLLM's engine core is a spawned process: keep this guard
+    if sys.argv[1] == "dump":
+        dump(sys.argv[2])
+    else:
+        run(sys.argv[2], sys.argv[3] == "on")
