@@ -4,12 +4,15 @@
     .venv/bin/python scripts/experiments/vllm_prefix_caching.py dump /tmp/peers.json
     /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py run /tmp/peers.json on
     /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py run /tmp/peers.json off
+    /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py repeat
 
 `dump` writes the peers workload (the chat prompts as token ids, the output lengths)
 with minillm; `run` builds vLLM as the bench's worker does, with prefix caching on or
 off, prints its KV block size, warms up on the first 16 prompts as the bench does, and
 prints the useful tokens/s of three rounds of the whole workload (the same prompts
-every round, as in the bench). Run it with VLLM_CPU_OMP_THREADS_BIND=0-1
+every round, as in the bench). `repeat` shows what the serving comparison's blocks of
+32 let the cache do: one-token answers to eight fresh 64-token prompts, each sent twice,
+timed fresh and repeated. Run it with VLLM_CPU_OMP_THREADS_BIND=0-1
 VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1, the bench's environment.
 """
 import json
@@ -45,8 +48,28 @@ def run(path: str, prefix_caching: bool) -> None:
     print("prefix caching", prefix_caching, "tokens/s per round", rounds, flush=True)
 
 
+def repeat() -> None:
+    from vllm import LLM, SamplingParams
+    model = Path.home() / ".cache/minillm/smollm2-135m"
+    llm = LLM(model=str(model), dtype="float32", max_num_seqs=16, max_model_len=2048,
+              seed=0, block_size=32, enable_prefix_caching=True)
+    params = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0)
+    llm.generate([{"prompt_token_ids": [7] * 64}], params, use_tqdm=False)    # warm-up
+    fresh, repeated = [], []
+    for i in range(8):
+        prompt = {"prompt_token_ids": [1 + (j * 13 + i * 101) % 5000 for j in range(64)]}
+        for times in (fresh, repeated):
+            start = time.perf_counter()
+            llm.generate([prompt], params, use_tqdm=False)
+            times.append(time.perf_counter() - start)
+    print(f"64-token prompt, blocks of 32, prefix caching on: fresh {sorted(fresh)[4] * 1e3:.1f} ms, "
+          f"repeated {sorted(repeated)[4] * 1e3:.1f} ms (medians of 8)", flush=True)
+
+
 if __name__ == "__main__":        # vLLM's engine core is a spawned process: keep this guard
     if sys.argv[1] == "dump":
         dump(sys.argv[2])
+    elif sys.argv[1] == "repeat":
+        repeat()
     else:
         run(sys.argv[2], sys.argv[3] == "on")
