@@ -5,8 +5,11 @@ The 120 layer matmuls of one SmolLM2-135M step (random weights of its shapes: fu
 960×576, output 576×576, fused gate/up 3072×576, down 576×1536; 30 layers) at a few
 small row counts, through `F.linear` (MKL in fp32, oneDNN in bf16) and through the
 packed oneDNN copy `PackedWeight` makes. Rounds alternate between the two in one
-process; the median of 11 is printed. Where `F.linear` wins is where
-`PackedWeight.MIN_ROWS` sends the call.
+process (order reversed every other round); the median of 11 is printed. Where
+`F.linear` wins is where `PackedWeight.MIN_ROWS` sends the call.
+
+Only torch is imported, so `matmul_vs_vllm.py` (run in vLLM's virtualenv) reuses the
+shapes and the timer from here.
 """
 import time
 
@@ -17,32 +20,41 @@ SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]      # [out, in] per
 ROWS = (1, 2, 3, 4, 5, 6, 8)
 
 
-def one_step(weights, packed, inputs, through_packed: bool) -> float:
-    start = time.perf_counter()
-    for w, p in zip(weights, packed):
-        x = inputs[w.shape[1]]
-        if through_packed:
-            torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
-        else:
-            F.linear(x, w)
-    return time.perf_counter() - start
+def layer_weights(dtype) -> list[torch.Tensor]:
+    """The 120 layer weight matrices of a step, random, in SmolLM2's shapes."""
+    return [torch.randn(o, i, dtype=dtype) * 0.02 for _ in range(30) for o, i in SHAPES]
+
+
+def packed_call(weights):
+    """minillm's packed oneDNN call (`minillm/packed_linear.py`) as call(j, x)."""
+    packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w in weights]
+    return lambda j, x: torch.ops.mkldnn._linear_pointwise(x, packed[j], None, "none", [], "")
+
+
+def median_step_ms(calls: dict, weights, rows: int, rounds: int) -> dict[str, float]:
+    """{name: median ms of one step's matmuls} for each call(j, x) = x @ weights[j]ᵀ,
+    the calls alternating round by round."""
+    inputs = {i: torch.randn(rows, i, dtype=weights[0].dtype) for i in (576, 1536)}
+    times = {name: [] for name in calls}
+    for r in range(rounds):
+        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+            start = time.perf_counter()
+            for j, w in enumerate(weights):
+                calls[name](j, inputs[w.shape[1]])
+            times[name].append(time.perf_counter() - start)
+    return {name: sorted(t)[rounds // 2] * 1e3 for name, t in times.items()}
 
 
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(2)
     for dtype in (torch.float32, torch.bfloat16):
-        weights = [torch.randn(o, i, dtype=dtype) * 0.02 for _ in range(30) for o, i in SHAPES]
-        packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w in weights]
+        weights = layer_weights(dtype)
+        calls = {"F.linear": lambda j, x: F.linear(x, weights[j]), "packed": packed_call(weights)}
         for rows in ROWS:
-            inputs = {i: torch.randn(rows, i, dtype=dtype) for i in (576, 1536)}
-            times = {False: [], True: []}
-            for _ in range(11):
-                for through_packed in times:
-                    times[through_packed].append(one_step(weights, packed, inputs, through_packed))
-            linear_ms, packed_ms = (sorted(times[k])[5] * 1e3 for k in (False, True))
-            print(f"{str(dtype):15s} {rows} rows: F.linear {linear_ms:5.1f} ms, "
-                  f"packed {packed_ms:5.1f} ms", flush=True)
+            ms = median_step_ms(calls, weights, rows, rounds=11)
+            print(f"{str(dtype):15s} {rows} rows: F.linear {ms['F.linear']:5.1f} ms, "
+                  f"packed {ms['packed']:5.1f} ms", flush=True)
 
 
 if __name__ == "__main__":

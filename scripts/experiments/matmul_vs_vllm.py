@@ -4,25 +4,28 @@ Run with vLLM's virtualenv, whose torch is the same 2.13.0:
 
 The 120 layer matmuls of one SmolLM2-135M step (random weights, real shapes) at 1-64 rows,
 three ways alternating in one process: `F.linear`, minillm's packed oneDNN call
-(`minillm/packed_linear.py`), and vLLM's `onednn_mm` handles. Median of 9 rounds, ms."""
-import torch, time, sys
+(`minillm/packed_linear.py`), and vLLM's `onednn_mm` handles. Median of 9 rounds, ms.
+Shapes and timer: `matmul_rows.py` (this folder; it imports only torch)."""
+import torch
+import torch.nn.functional as F
 import vllm._custom_ops as ops
-torch.manual_seed(0); torch.set_num_threads(2)
-layers = [(960,576),(576,576),(3072,576),(576,1536)]
-res = {}
-for dtype in (torch.float32, torch.bfloat16):
-    ws = [torch.randn(o,i,dtype=dtype)*0.02 for _ in range(30) for (o,i) in layers]
-    ours = [torch.ops.mkldnn._reorder_linear_weight(w,16) for w in ws]
-    theirs = [ops.create_onednn_mm(w.t(), 32) for w in ws]
-    for rows in (1, 16, 53, 64):
-        xs = {i: torch.randn(rows,i,dtype=dtype) for i in (576,1536)}
-        fns = {"F.linear": lambda j, x: torch.nn.functional.linear(x, ws[j]),
-               "minillm packed": lambda j, x: torch.ops.mkldnn._linear_pointwise(x, ours[j], None, "none", [], ""),
-               "vLLM onednn_mm": lambda j, x: ops.onednn_mm(theirs[j], x, None)}
-        times = {k: [] for k in fns}
-        for r in range(9):
-            for name in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                t = time.perf_counter()
-                for j, w in enumerate(ws): fns[name](j, xs[w.shape[1]])
-                times[name].append(time.perf_counter() - t)
-        print(str(dtype)[6:], rows, "  ".join(f"{k} {sorted(v)[4]*1e3:.1f}" for k, v in times.items()), flush=True)
+
+from matmul_rows import layer_weights, median_step_ms, packed_call      # this folder
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    for dtype in (torch.float32, torch.bfloat16):
+        weights = layer_weights(dtype)
+        handles = [ops.create_onednn_mm(w.t(), 32) for w in weights]
+        calls = {"F.linear": lambda j, x: F.linear(x, weights[j]),
+                 "minillm packed": packed_call(weights),
+                 "vLLM onednn_mm": lambda j, x: ops.onednn_mm(handles[j], x, None)}
+        for rows in (1, 16, 53, 64):
+            ms = median_step_ms(calls, weights, rows, rounds=9)
+            print(str(dtype)[6:], rows, "  ".join(f"{k} {v:.1f}" for k, v in ms.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -29,12 +29,18 @@ def dump(path: str) -> None:
                                       "lens": peer_output_lengths()}))
 
 
-def run(path: str, prefix_caching: bool) -> None:
-    from vllm import LLM, SamplingParams
-    work = json.loads(Path(path).read_text())
+def _vllm(**options):
+    """vLLM on minillm's converted SmolLM2 folder, built as the bench's worker builds it."""
+    from vllm import LLM
     model = Path.home() / ".cache/minillm/smollm2-135m"
-    llm = LLM(model=str(model), dtype="float32", max_num_seqs=16, max_model_len=2048,
-              seed=0, enable_prefix_caching=prefix_caching)
+    return LLM(model=str(model), dtype="float32", max_num_seqs=16, max_model_len=2048,
+               seed=0, **options)
+
+
+def run(path: str, prefix_caching: bool) -> None:
+    from vllm import SamplingParams
+    work = json.loads(Path(path).read_text())
+    llm = _vllm(enable_prefix_caching=prefix_caching)
     print("block size", llm.llm_engine.vllm_config.cache_config.block_size, flush=True)
 
     def tokens_per_s(prompts, lens) -> float:
@@ -49,10 +55,8 @@ def run(path: str, prefix_caching: bool) -> None:
 
 
 def repeat() -> None:
-    from vllm import LLM, SamplingParams
-    model = Path.home() / ".cache/minillm/smollm2-135m"
-    llm = LLM(model=str(model), dtype="float32", max_num_seqs=16, max_model_len=2048,
-              seed=0, block_size=32, enable_prefix_caching=True)
+    from vllm import SamplingParams
+    llm = _vllm(block_size=32, enable_prefix_caching=True)
     params = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0)
     llm.generate([{"prompt_token_ids": [7] * 64}], params, use_tqdm=False)    # warm-up
     fresh, repeated = [], []
