@@ -9,8 +9,9 @@ memory. What it buys on the course machine is measured in `minillm/PERFORMANCE.m
 
 One exception, also measured there: an fp32 product with only one to three rows (a
 decode step of one to three sequences) is a matrix-*vector* product, limited by how
-fast the weights stream in, and there MKL's kernel is the faster reader — so such a
-call skips the packed copy.
+fast the weights stream in, and on an Intel CPU MKL's kernel is the faster reader — so
+there such a call skips the packed copy. On the AMD CPUs measured, MKL was 2-4× slower
+than the packed kernel at those rows, so every row count is packed.
 
 `Linear` is an `nn.Linear` whose weight can be packed (`pack()`); `linear` is the
 function both it and the tied `lm_head` call. Off the CPU, or without oneDNN, every call
@@ -19,9 +20,26 @@ is plain `F.linear`.
 
 from __future__ import annotations
 
+import platform
+from functools import cache
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+@cache
+def cpu_vendor() -> str:
+    """The CPU's maker as the CPU names itself ("GenuineIntel", "AuthenticAMD", ...),
+    or "" where that cannot be read."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "GenuineIntel" if "GenuineIntel" in platform.processor() else ""
 
 
 class PackedWeight:
@@ -38,14 +56,16 @@ class PackedWeight:
     """
 
     ROWS_HINT = 16          # oneDNN picks the tiling for about this many rows
-    # Fewer rows than this: F.linear. fp32 at 1-3 rows is memory bound, and MKL's gemv
-    # reads the weights 15-20 % faster than the packed kernel on the course machine;
-    # in bf16 the packed kernel (AMX) wins at every row count (PERFORMANCE.md).
-    MIN_ROWS = {torch.float32: 4, torch.bfloat16: 1}
+    # On an Intel CPU, fewer rows than this go to F.linear: fp32 at 1-3 rows is memory
+    # bound, and there MKL's gemv reads the weights 15-20 % faster than the packed
+    # kernel; in bf16 the packed kernel (AMX) wins at every row count. On AMD CPUs MKL's
+    # gemv was 2-4× *slower* than the packed kernel, so every row count is packed
+    # (all measured: PERFORMANCE.md, change 5).
+    MIN_ROWS_ON_INTEL = {torch.float32: 4, torch.bfloat16: 1}
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, vendor: str | None = None):
         self.source = _identity(weight)
-        self.min_rows = self.MIN_ROWS[weight.dtype]
+        self.min_rows = self.min_rows_for(weight.dtype, cpu_vendor() if vendor is None else vendor)
         self.data = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.ROWS_HINT)
 
     def matches(self, weight: torch.Tensor) -> bool:
@@ -55,6 +75,11 @@ class PackedWeight:
         """Whether `x @ weight.T` should go through this copy: the weight is still the
         one packed, and `x` has enough rows for the packed kernel to win."""
         return x.shape[0] >= self.min_rows and self.matches(weight)
+
+    @classmethod
+    def min_rows_for(cls, dtype: torch.dtype, vendor: str) -> int:
+        """The fewest rows the packed copy serves, on a CPU of this maker."""
+        return cls.MIN_ROWS_ON_INTEL[dtype] if vendor == "GenuineIntel" else 1
 
     @staticmethod
     def supported(weight: torch.Tensor) -> bool:

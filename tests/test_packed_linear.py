@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minillm.packed_linear import PackedWeight, linear
+from minillm.packed_linear import PackedWeight, cpu_vendor, linear
 
 pytestmark = pytest.mark.skipif(not PackedWeight.supported(torch.zeros(1, 1)),
                                 reason="needs PyTorch's oneDNN (CPU) build")
@@ -21,21 +21,27 @@ def _rows(n, dtype, in_features=576):
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3])
-def test_fp32_matrix_vector_products_skip_the_packed_copy(rows):
-    """1-3 rows in fp32: F.linear itself (MKL's gemv reads the weights faster), so the
-    result is F.linear's to the bit — the packed kernel sums in another order."""
+def test_on_intel_fp32_matrix_vector_products_skip_the_packed_copy(rows):
+    """1-3 rows in fp32 on an Intel CPU: F.linear itself (MKL's gemv reads the weights
+    faster there), so the result is F.linear's to the bit — the packed kernel sums in
+    another order."""
     weight = _weight(torch.float32)
-    packed = PackedWeight(weight)
+    packed = PackedWeight(weight, vendor="GenuineIntel")
     x = _rows(rows, torch.float32)
     assert not packed.serves(x, weight)
     assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
 
 
-@pytest.mark.parametrize("dtype, rows", [(torch.float32, 4), (torch.float32, 16),
-                                         (torch.bfloat16, 1), (torch.bfloat16, 16)])
-def test_packed_copy_serves_from_its_row_threshold(dtype, rows):
+@pytest.mark.parametrize("vendor, dtype, rows", [
+    ("GenuineIntel", torch.float32, 4), ("GenuineIntel", torch.float32, 16),
+    ("GenuineIntel", torch.bfloat16, 1), ("GenuineIntel", torch.bfloat16, 16),
+    ("AuthenticAMD", torch.float32, 1), ("AuthenticAMD", torch.float32, 3),
+    ("AuthenticAMD", torch.bfloat16, 1), ("", torch.float32, 1)])
+def test_packed_copy_serves_from_its_row_threshold(vendor, dtype, rows):
+    """Intel: packed from 4 rows in fp32, from 1 in bf16. Any other CPU (AMD measured,
+    or a maker that cannot be read): packed at every row count."""
     weight = _weight(dtype)
-    packed = PackedWeight(weight)
+    packed = PackedWeight(weight, vendor=vendor)
     x = _rows(rows, dtype)
     assert packed.serves(x, weight)
     expected = F.linear(x.float(), weight.float())
@@ -52,3 +58,9 @@ def test_a_weight_changed_in_place_falls_back_to_f_linear():
     x = _rows(16, torch.float32)
     assert not packed.serves(x, weight)
     assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
+
+
+def test_this_machine_uses_its_makers_threshold():
+    weight = _weight(torch.float32)
+    expected = 4 if cpu_vendor() == "GenuineIntel" else 1
+    assert PackedWeight(weight).min_rows == expected
