@@ -308,6 +308,30 @@ def test_vllm_is_skipped_with_a_reason_when_absent():
     assert "skipped" in vllm_status("/nonexistent/python")
 
 
+@pytest.mark.timeout(60)
+def test_the_next_contender_waits_for_a_busy_peer_process_to_go_idle():
+    """A child that keeps a core busy for 1.5 s, then sleeps (as vLLM's processes do
+    for about a second after each run): the wait ends only once it sleeps; one that
+    never stops is given up on at the timeout."""
+    import subprocess
+    import sys
+    import time
+
+    spin = "import time\nt = time.time()\nwhile time.time() - t < {}: pass\ntime.sleep(60)"
+    children = [subprocess.Popen([sys.executable, "-c", spin.format(s)]) for s in (1.5, 60)]
+    try:
+        start = time.monotonic()
+        assert peers.wait_until_idle(children[0].pid, timeout=20)
+        assert 1.0 <= time.monotonic() - start < 15
+        start = time.monotonic()
+        assert not peers.wait_until_idle(children[1].pid, timeout=1.0)
+        assert 0.9 <= time.monotonic() - start < 5
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
 def test_cli_runs_the_simulator_experiments(tmp_path, capsys):
     from minillm.bench.__main__ import main
     threads = torch.get_num_threads()

@@ -31,6 +31,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from minillm.bench.ab import alternate, median, paired_ratios, summary
 from minillm.bench.common import (figure, kv_blocks_for, num, pct, ratio_line, run_workload, save,
@@ -118,6 +119,9 @@ class VllmWorker:
         self.proc.stdin.write(json.dumps({"cmd": "run", "prompts": prompts, "max_tokens": lens}) + "\n")
         self.proc.stdin.flush()
         reply = self._read()
+        # after a run vLLM's processes keep one core busy for about a second (measured:
+        # PERFORMANCE.md); the next contender must not start on the remaining core
+        wait_until_idle(self.proc.pid)
         return peer_result(reply["elapsed_s"], lens, reply["output_lens"], sum(reply["output_lens"]))
 
     def close(self) -> None:
@@ -128,6 +132,32 @@ class VllmWorker:
         if self.proc.poll() is None:
             self.proc.kill()
         self.log.close()
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by process `pid` and all its descendants."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def wait_until_idle(pid: int, timeout: float = 10.0, interval: float = 0.25,
+                    busy_cores: float = 0.2) -> bool:
+    """Wait until process `pid` and its children use less than `busy_cores` of a core
+    over one `interval`; at most `timeout` seconds. True if they went quiet."""
+    deadline = time.monotonic() + timeout
+    used = tree_cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = tree_cpu_seconds(pid)
+        if now - used < busy_cores * interval:
+            return True
+        used = now
+    return False
 
 
 def vllm_status(python: str | None) -> str | None:
