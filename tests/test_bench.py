@@ -133,6 +133,16 @@ def test_ceiling_is_memory_bound_at_batch_1_and_compute_bound_when_large():
     assert large["tokens_per_s"] == pytest.approx(64 / (cost.step_flops(64, 128) / 200e9))
 
 
+def test_peak_flops_is_the_faster_of_blas_and_the_engines_packed_kernel():
+    from minillm.packed_linear import PackedWeight
+    r = roofline.measure_matmul_flops(128, repeats=2)
+    by_kernel = r["best_gflop_s_by_kernel"]
+    expected = {"blas", "packed"} if PackedWeight.supported(torch.zeros(1, 1)) else {"blas"}
+    assert set(by_kernel) == expected and all(rate > 0 for rate in by_kernel.values())
+    assert r["best_gflop_s"] == max(by_kernel.values())
+    assert by_kernel[r["kernel"]] == r["best_gflop_s"]
+
+
 # ------------------------------------------------------------------ checks and report
 
 def test_history_contexts_and_decode_batch_lay_out_each_sequence():

@@ -82,7 +82,8 @@ def text(r: dict) -> str:
     bw, mm = r["bandwidth"], r["matmul"]
     head = (f"Decode step vs batch (context ≈ {r['context']} tokens, {r['dtype']}); roofline: "
             f"memory {bw['best_gb_s']:.1f} GB/s (copy of {bw['bytes'] >> 20} MiB, best of "
-            f"{bw['repeats']}), compute {mm['best_gflop_s']:.0f} GFLOP/s ({mm['n']}³ matmul), "
+            f"{bw['repeats']}), compute {mm['best_gflop_s']:.0f} GFLOP/s ({mm['n']}³ matmul, "
+            f"{mm['kernel']} kernel), "
             f"{r['decode_cost']['weight_bytes'] / 1e6:.0f} MB of weights per step")
     rows = [[row["batch"], f"{1000 * row['step_s']:.1f}", num(row["tokens_per_s"]),
              f"{1000 * row['ceiling_step_s']:.1f}", num(row["ceiling_tokens_per_s"]), row["bound"],

@@ -6,7 +6,8 @@ The 120 layer matmuls of one SmolLM2-135M step (random weights of its shapes: fu
 small row counts, through `F.linear` (MKL in fp32, oneDNN in bf16) and through the
 packed oneDNN copy `PackedWeight` makes. Rounds alternate between the two in one
 process (order reversed every other round); the median of 11 is printed. Where
-`F.linear` wins is where `PackedWeight.MIN_ROWS` sends the call.
+`F.linear` wins is where `PackedWeight.min_rows_for` sends the call (on Intel CPUs only;
+elsewhere every row count is packed, as measured on two AMD machines).
 
 Only torch is imported, so `matmul_vs_vllm.py` (run in vLLM's virtualenv) reuses the
 shapes and the timer from here.
