@@ -1,0 +1,36 @@
+"""Issue 18: `torch.profiler` over one real decode step, replayed.
+    .venv/bin/python scripts/experiments/profile_decode_step.py float32 16
+
+Captures a decode step of B sequences at ~128 tokens of context from the engine
+(`captured_steps.py`), prints its median wall time over 20 replays, then the profiler's
+table (self CPU time per op) over 10 more."""
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from captured_steps import decode_batches, median_ms          # this folder
+from minillm import LLM
+
+
+def main(dtype: str, batch_size: int) -> None:
+    torch.set_num_threads(2)
+    llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype=dtype)
+    batch = decode_batches(llm, sizes=(batch_size,))[batch_size]
+    runner = llm.llm_engine.runner
+
+    def forward():
+        batch.meta.scratch.clear()                  # re-plan the step, as the engine does
+        return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
+                            batch.logits_indices, runner.backend)
+    for _ in range(5):
+        forward()
+    print(f"median step: {median_ms(forward, 20):.1f} ms")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(10):
+            forward()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "float32", int(sys.argv[2]) if len(sys.argv) > 2 else 16)
