@@ -115,13 +115,15 @@ class VllmWorker:
             self.log.write(line)
         raise RuntimeError(f"the vLLM worker exited (code {self.proc.wait()}); see {self.log.name}")
 
-    def run(self, prompts: list[list[int]], lens: list[int]) -> dict:
+    def run(self, prompts: list[list[int]], lens: list[int], wait_idle: bool = True) -> dict:
+        """One timed run in vLLM; then (unless `wait_idle` is False) wait for its
+        processes to go quiet: after a run they keep one core busy for about a second
+        (measured: PERFORMANCE.md), and the next contender must not start on one core."""
         self.proc.stdin.write(json.dumps({"cmd": "run", "prompts": prompts, "max_tokens": lens}) + "\n")
         self.proc.stdin.flush()
         reply = self._read()
-        # after a run vLLM's processes keep one core busy for about a second (measured:
-        # PERFORMANCE.md); the next contender must not start on the remaining core
-        wait_until_idle(self.proc.pid)
+        if wait_idle:
+            wait_until_idle(self.proc.pid)
         return peer_result(reply["elapsed_s"], lens, reply["output_lens"], sum(reply["output_lens"]))
 
     def close(self) -> None:

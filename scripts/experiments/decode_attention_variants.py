@@ -13,18 +13,16 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from captured_steps import median_ms          # this folder
+
 G, HQ, HKV, D, BS, NB, POOL = 16, 9, 3, 64, 16, 9, 400
 
 
 def median_us(fn, n=200):
+    """Median wall time of `n` calls of `fn` after 10 untimed ones, in µs."""
     for _ in range(10):
         fn()
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[n // 2] * 1e6
+    return median_ms(fn, n) * 1e3
 
 
 def variants(dtype):

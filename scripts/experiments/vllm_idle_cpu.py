@@ -3,20 +3,13 @@
 
 Starts the bench's vLLM worker (`minillm/bench/peers.py`), sends it a 2-token and a
 40-token run of 16 prompts, and after each prints the CPU its whole process tree used
-in every quarter second for 6 s (100 % = one core). Uses the raw round trip, without
-the idle wait that `VllmWorker.run` now adds."""
-import json
+in every quarter second for 6 s (100 % = one core), with `VllmWorker.run`'s own idle
+wait turned off (`wait_idle=False`)."""
 import sys
 import time
 from pathlib import Path
 
-from minillm.bench.peers import MARK, VllmWorker, _model_dir, tree_cpu_seconds
-
-
-def raw_run(worker, prompts, lens) -> None:
-    worker.proc.stdin.write(json.dumps({"cmd": "run", "prompts": prompts, "max_tokens": lens}) + "\n")
-    worker.proc.stdin.flush()
-    worker._read()
+from minillm.bench.peers import VllmWorker, _model_dir, tree_cpu_seconds
 
 
 def main(python: str) -> None:
@@ -24,7 +17,7 @@ def main(python: str) -> None:
                         Path("/tmp/vllm_idle_cpu.log"))
     try:
         for new_tokens in (2, 40):
-            raw_run(worker, [[1, 2, 3, 4] * 8] * 16, [new_tokens] * 16)
+            worker.run([[1, 2, 3, 4] * 8] * 16, [new_tokens] * 16, wait_idle=False)
             start, used, samples = time.perf_counter(), tree_cpu_seconds(worker.proc.pid), []
             while time.perf_counter() - start < 6:
                 time.sleep(0.25)
