@@ -15,6 +15,7 @@ import torch
 from captured_steps import decode_batches, median_ms                 # this folder
 from inductor_paged_decode import NoAttention
 from minillm import LLM
+from minillm.bench import ab
 from minillm.packed_linear import Linear, linear
 
 
@@ -38,11 +39,8 @@ def parts(dtype_name: str, rounds: int = 6) -> dict[str, float]:
     for call in calls.values():
         for _ in range(3):
             call()
-    times = {name: [] for name in calls}
-    for r in range(rounds):
-        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-            times[name].append(median_ms(calls[name], 8))
-    return {name: sorted(t)[rounds // 2] for name, t in times.items()}
+    runners = {name: (lambda call=call: {"ms": median_ms(call, 8)}) for name, call in calls.items()}
+    return {name: m["ms"] for name, m in ab.medians(ab.alternate(runners, rounds)).items()}
 
 
 if __name__ == "__main__":
