@@ -4,9 +4,7 @@
 chunks), gathers whole KV blocks per group and puts the outputs back in row order. The
 reference (`attend_per_sequence`) loops over sequences one at a time. Hypothesis draws
 mixed steps — decodes and prefill chunks in any order, scattered block tables, GQA — and
-both must agree, for every grouping the cost rule could choose, with decodes packed two
-sequences to an attention problem (the default at these short contexts) and one to a
-problem.
+both must agree, for every grouping the cost rule could choose.
 """
 
 from __future__ import annotations
@@ -60,15 +58,14 @@ def make_step(step):
     return q, k, v, k_cache, v_cache, meta
 
 
-@pytest.mark.parametrize("pair_max_keys", [0, attention.PAIR_MAX_KEYS])   # unpaired, paired
 @pytest.mark.parametrize("group_cost", [0, 12, 10_000])   # many groups, the default, one group
 @settings(max_examples=60, deadline=None)
 @given(step=steps())
-def test_batched_attention_matches_per_sequence(group_cost, pair_max_keys, step):
+def test_batched_attention_matches_per_sequence(group_cost, step):
     q, k, v, k_cache, v_cache, meta = make_step(step)
     ref_k, ref_v = k_cache.clone(), v_cache.clone()
     expected = PerSequenceAttention()(q, k, v, ref_k, ref_v, meta, 0.3)
-    got = TorchAttention(group_cost, pair_max_keys)(q, k, v, k_cache, v_cache, meta, 0.3)
+    got = TorchAttention(group_cost)(q, k, v, k_cache, v_cache, meta, 0.3)
     assert got.shape == q.shape
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
     assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)   # same K/V written
@@ -87,20 +84,6 @@ def test_attention_is_wrong_if_rows_come_back_in_group_order():
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
     in_group_order = expected[[1, 3, 0, 2]]
     assert not torch.allclose(got, in_group_order)
-
-
-@pytest.mark.parametrize("num_decodes", [2, 5])           # even, and odd (last one repeated)
-def test_paired_decodes_attend_only_to_their_own_keys(num_decodes):
-    """Short decodes are packed two to a problem; each must still see only its own keys
-    (a pair's mask is block-diagonal), and an odd group's extra copy must not leak."""
-    step = {"seqs": [(9 + 4 * i, 1) for i in range(num_decodes)], "block_size": 4,
-            "kv_heads": 2, "ratio": 3, "head_dim": 8, "seed": 1}
-    q, k, v, k_cache, v_cache, meta = make_step(step)
-    plan = attention._Plan(meta, group_cost=10_000, pair_max_keys=attention.PAIR_MAX_KEYS)
-    assert [g.per_problem for g in plan.groups] == [2]
-    expected = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
-    got = TorchAttention(10_000)(q, k, v, k_cache, v_cache, meta, 0.3)
-    torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
 
 
 def _cost(groups, blocks, group_cost):

@@ -35,30 +35,19 @@ from minillm.flat_batch import AttentionMetadata
 # worth about this many extra gathered KV blocks (how it was chosen: PERFORMANCE.md).
 GROUP_COST_IN_BLOCKS = 40
 
-# SDPA's CPU kernel pays a fixed cost per (sequence, K/V head) problem that, for a decode
-# (Hq/Hkv = 3 queries against ~150 keys), is larger than the problem's arithmetic. So a
-# decode group whose padded length is at most this many keys packs its sequences two by
-# two into one problem: 6 queries against both sequences' keys end to end, a block-diagonal
-# mask keeping each sequence to its own keys. Half the problems, twice the (masked-out)
-# multiply-adds: measured 10-25 % less attention time at 48-256 keys, nothing gained
-# beyond (PERFORMANCE.md, change 6). 0 turns pairing off.
-PAIR_MAX_KEYS = 256
-
 
 class TorchAttention:
     """Batched paged attention in plain PyTorch (see module docstring)."""
 
     name = "torch"
 
-    def __init__(self, group_cost_in_blocks: int = GROUP_COST_IN_BLOCKS,
-                 pair_max_keys: int = PAIR_MAX_KEYS):
+    def __init__(self, group_cost_in_blocks: int = GROUP_COST_IN_BLOCKS):
         self.group_cost = group_cost_in_blocks
-        self.pair_max_keys = pair_max_keys
 
     def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
         plan = meta.scratch.get("torch_plan")
         if plan is None:                        # built once per step, reused by every layer
-            plan = meta.scratch["torch_plan"] = _Plan(meta, self.group_cost, self.pair_max_keys)
+            plan = meta.scratch["torch_plan"] = _Plan(meta, self.group_cost)
         write_kv(k, v, k_cache, v_cache, meta.slot_mapping, plan.all_slots_valid)
         outs = [group.attend(q, k_cache, v_cache, scale) for group in plan.groups]   # [rows_g, Hq, D]
         out = outs[0] if len(outs) == 1 else torch.cat(outs)                         # [T, Hq, D]
@@ -73,12 +62,12 @@ class _Plan:
     groups' outputs, laid end to end, back to the flat batch's row order.
     """
 
-    def __init__(self, meta: AttentionMetadata, group_cost: int, pair_max_keys: int = 0):
+    def __init__(self, meta: AttentionMetadata, group_cost: int):
         bs = meta.block_size
         decode_ids = [b for b, n in enumerate(meta.query_lens) if n == 1]
         prefill_ids = [b for b, n in enumerate(meta.query_lens) if n > 1]
         num_blocks = [-(-meta.seq_lens_list[b] // bs) for b in decode_ids]
-        self.groups: list = [_DecodeGroup(meta, ids, pair_max_keys)
+        self.groups: list = [_DecodeGroup(meta, ids)
                              for ids in split_by_length(decode_ids, num_blocks, group_cost)]
         if prefill_ids:
             self.groups.append(_PrefillGroup(meta, prefill_ids))
@@ -136,56 +125,39 @@ def _block_ids(meta: AttentionMetadata, seq_ids: list[int], num_blocks: int) -> 
 class _MaskedGroup:
     """What every group shares: `hidden` [G, 1, q, L], True where a query must not see a
     key, turned into an additive mask (0 visible, -inf hidden) once per dtype — every
-    layer of the step reuses it. `repeat` > 1 repeats each query row that many times
-    (a paired decode group's mask, one row per query head of a K/V head)."""
+    layer of the step reuses it."""
 
     hidden: torch.Tensor
 
-    def mask(self, dtype: torch.dtype, repeat: int = 1) -> torch.Tensor:
+    def mask(self, dtype: torch.dtype) -> torch.Tensor:
         masks = self.__dict__.setdefault("_masks", {})
-        if (dtype, repeat) not in masks:
-            hidden = self.hidden if repeat == 1 else self.hidden.repeat_interleave(repeat, 2)
-            zeros = torch.zeros(hidden.shape, dtype=dtype, device=hidden.device)
-            masks[dtype, repeat] = zeros.masked_fill(hidden, float("-inf"))
-        return masks[dtype, repeat]
+        if dtype not in masks:
+            zeros = torch.zeros(self.hidden.shape, dtype=dtype, device=self.hidden.device)
+            masks[dtype] = zeros.masked_fill(self.hidden, float("-inf"))
+        return masks[dtype]
 
 
 class _DecodeGroup(_MaskedGroup):
-    """G sequences with one query each (see the module docstring).
+    """G sequences with one query each (see the module docstring)."""
 
-    Packed `per_problem` (1 or 2) sequences to an attention problem: with 2, the member
-    list is padded to an even count by repeating its last sequence (whose second output
-    is dropped), and problem p attends with the queries of sequences 2p and 2p+1 to
-    their keys laid end to end, `[P, Hkv, 2·Hq/Hkv, D]` against `[P, Hkv, 2L, D]`.
-    """
-
-    def __init__(self, meta: AttentionMetadata, seq_ids: list[int], pair_max_keys: int = 0):
+    def __init__(self, meta: AttentionMetadata, seq_ids: list[int]):
         device = meta.seq_lens.device
         bs = meta.block_size
         starts = meta.query_start_loc.tolist()
         self.row_list = [starts[b] for b in seq_ids]
+        lens = torch.tensor([meta.seq_lens_list[b] for b in seq_ids], device=device)
         num_blocks = -(-max(meta.seq_lens_list[b] for b in seq_ids) // bs)
-        L = num_blocks * bs
-        self.per_problem = 2 if len(seq_ids) > 1 and L <= pair_max_keys else 1
-        self.num_seqs = len(seq_ids)
-        members = seq_ids + seq_ids[-1:] * (len(seq_ids) % self.per_problem)   # padded to pairs
-        num_problems = len(members) // self.per_problem
-        self.block_ids = _block_ids(meta, members, num_blocks)                # [P·per·nb]
-        self.shape = (num_problems, self.per_problem * L)                     # (P, per·L)
+        self.block_ids = _block_ids(meta, seq_ids, num_blocks)               # [G·nb]
+        self.shape = (len(seq_ids), num_blocks * bs)                         # (G, L)
         # rows side by side (the usual case) are a slice of q: no copy needed
         first = self.row_list[0]
         self.row_slice = (slice(first, first + len(seq_ids))
                           if self.row_list == list(range(first, first + len(seq_ids))) else None)
         self.rows = None if self.row_slice else torch.tensor(self.row_list, device=device)   # [G]
-        # a query sees the keys of its own sequence (its stretch of the problem's keys)
-        # before its seq_len; the tail of the last block, padding blocks and the other
-        # sequence of a pair get -inf added to their scores
-        lens = torch.tensor([meta.seq_lens_list[b] for b in members], device=device)
-        lens = lens.view(num_problems, self.per_problem, 1)                  # [P, per, 1]
-        pos = torch.arange(self.per_problem * L, device=device)              # [per·L]
-        owner = torch.arange(self.per_problem, device=device)[:, None]       # [per, 1]
-        visible = (pos // L == owner) & (pos % L < lens)         # [P, per, per·L]
-        self.hidden = ~visible[:, None]                                      # [P, 1, per, per·L]
+        # keys at position >= seq_len (the tail of the last block, or padding blocks)
+        # must get no weight: add -inf to their scores
+        pos = torch.arange(num_blocks * bs, device=device)
+        self.hidden = (pos[None, :] >= lens[:, None])[:, None, None, :]   # [G, 1, 1, L]
 
     def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
         """q [T, Hq, D] (the whole step) → this group's outputs [G, Hq, D]."""
@@ -197,19 +169,13 @@ def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> to
     """q [G, Hq, D], one query per sequence → [G, Hq, D]."""
     G, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[2]
-    per, share = group.per_problem, num_heads // num_kv_heads       # share: Hq/Hkv
-    keys = gather_blocks(k_cache, group.block_ids, group.shape).to(q.dtype)     # [P, Hkv, per·L, D]
+    keys = gather_blocks(k_cache, group.block_ids, group.shape).to(q.dtype)     # [G, Hkv, L, D]
     values = gather_blocks(v_cache, group.block_ids, group.shape).to(q.dtype)
-    if G % per:                                  # odd group: repeat the last query
-        q = torch.cat([q, q[-1:]])
-    # GQA: the Hq/Hkv query heads of one K/V head act as that head's queries; a pair's
-    # two sequences stack theirs: [P, per, Hkv, share, D] → [P, Hkv, per·share, D]
-    q_grouped = q.reshape(-1, per, num_kv_heads, share, head_dim).transpose(1, 2)
-    q_grouped = q_grouped.reshape(-1, num_kv_heads, per * share, head_dim)
-    mask = group.mask(q.dtype, repeat=share if per > 1 else 1)     # [P, 1, per·share or 1, per·L]
-    o = F.scaled_dot_product_attention(q_grouped, keys, values, attn_mask=mask, scale=scale)
-    o = o.reshape(-1, num_kv_heads, per, share, head_dim).transpose(1, 2)     # [P, per, Hkv, share, D]
-    return o.reshape(-1, num_heads, head_dim)[:G]                             # [G, Hq, D]
+    # GQA: the Hq/Hkv query heads of one K/V head act as that head's queries
+    q_grouped = q.reshape(G, num_kv_heads, num_heads // num_kv_heads, head_dim)
+    o = F.scaled_dot_product_attention(q_grouped, keys, values, attn_mask=group.mask(q.dtype),
+                                       scale=scale)               # [G, Hkv, Hq/Hkv, D]
+    return o.reshape(G, num_heads, head_dim)
 
 
 class _PrefillGroup(_MaskedGroup):
