@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from captured_steps import decode_batches, median_ms                 # this folder
 from minillm import LLM
 from minillm.attention import TorchAttention
+from minillm.attention.torch_paged import gather_blocks
 from minillm.bench import ab
 from minillm.bench.git_versions import load_version
 
@@ -33,8 +34,7 @@ def sdpa_call(G: int, L: int, per: int, dtype, k_cache, v_cache):
     ids = torch.randperm(POOL)[:n * per * (L // BS)]
     lens = torch.randint(L - BS + 1, L + 1, (n * per,))
     q = torch.randn(n * per, HKV, SHARE, D, dtype=dtype)
-    keys, values = (c.view(POOL, -1).index_select(0, ids).view(n, per * L, HKV, D).transpose(1, 2)
-                    for c in (k_cache, v_cache))                           # [n, Hkv, per·L, D]
+    keys, values = (gather_blocks(c, ids, (n, per * L)) for c in (k_cache, v_cache))   # [n, Hkv, per·L, D]
     q = q.view(n, per, HKV, SHARE, D).transpose(1, 2).reshape(n, HKV, per * SHARE, D)
     pos = torch.arange(per * L)
     visible = ((pos // L)[None, None] == torch.arange(per)[None, :, None]) & \
@@ -58,24 +58,23 @@ def hot_sdpa(dtype) -> None:
 def real_step_attention(dtype_name: str, paired_backend) -> None:
     dtype = getattr(torch, dtype_name)
     llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype=dtype_name)
-    for size in (16, 8, 4):
-        batch = decode_batches(llm, sizes=(size,))[size]
-        q = torch.randn(size, 9, 64, dtype=dtype)                           # [B, Hq, D]
-        k, v = torch.randn(size, 3, 64, dtype=dtype), torch.randn(size, 3, 64, dtype=dtype)
+    for size, batch in decode_batches(llm, sizes=(16, 8, 4)).items():
+        q = torch.randn(size, HKV * SHARE, D, dtype=dtype)                  # [B, Hq, D]
+        k, v = (torch.randn(size, HKV, D, dtype=dtype) for _ in range(2))   # [B, Hkv, D]
 
-        def attention(backend):                     # every layer's call, as in one step
+        def attention(backend, batch=batch):        # every layer's call, as in one step
             batch.meta.scratch.clear()
             for k_cache, v_cache in llm.llm_engine.runner.kv_caches:
-                backend(q, k, v, k_cache, v_cache, batch.meta, 0.125)
+                backend(q, k, v, k_cache, v_cache, batch.meta, D ** -0.5)
         backends = {"one": TorchAttention(), "two": paired_backend}
         runners = {n: (lambda b=b: {"ms": median_ms(lambda: attention(b), 10)})
                    for n, b in backends.items()}
         runs = ab.alternate(runners, 15)
-        ratios = sorted(a["ms"] / b["ms"] for a, b in zip(runs["one"], runs["two"]))
+        ratio = ab.summary(ab.paired_ratios(runs, "one", "two", "ms"))
         t = {n: m["ms"] for n, m in ab.medians(runs).items()}
         print(f"  real step, batch {size:2d}, 30 layers' attention: one per problem {t['one']:.2f} ms, "
-              f"two {t['two']:.2f} ms; per-round ratio median {ratios[len(ratios) // 2]:.3f} "
-              f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})", flush=True)
+              f"two {t['two']:.2f} ms; per-round ratio median {ratio['median']:.3f} "
+              f"(range {ratio['min']:.3f}-{ratio['max']:.3f})", flush=True)
 
 
 if __name__ == "__main__":
