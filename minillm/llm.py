@@ -38,9 +38,9 @@ from minillm.sampling_params import SamplingParams
 
 
 def resolve_backend(name: str, device: torch.device) -> str:
-    """'auto' → Triton kernels on CUDA, the batched PyTorch backend on CPU."""
+    """'auto' → Triton kernels on CUDA, the in-place sparse PyTorch backend on CPU."""
     if name == "auto":
-        return "triton" if device.type == "cuda" else "torch"
+        return "triton" if device.type == "cuda" else "sparse"
     return name
 
 

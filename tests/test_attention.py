@@ -1,10 +1,12 @@
-"""The batched torch attention backend vs the per-sequence reference, on random steps.
+"""The batched attention backends vs the per-sequence reference, on random steps.
 
 `TorchAttention` splits a step's rows into groups (decodes of similar length, prefill
-chunks), gathers whole KV blocks per group and puts the outputs back in row order. The
-reference (`attend_per_sequence`) loops over sequences one at a time. Hypothesis draws
-mixed steps — decodes and prefill chunks in any order, scattered block tables, GQA — and
-both must agree, for every grouping the cost rule could choose.
+chunks), gathers whole KV blocks per group and puts the outputs back in row order;
+`SparseAttention` plans the same groups but attends decodes in place, through a sparse
+matrix of cache rows. The reference (`attend_per_sequence`) loops over sequences one at
+a time. Hypothesis draws mixed steps — decodes and prefill chunks in any order,
+scattered block tables, GQA — and all must agree, for every grouping the cost rule
+could choose.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minillm.attention.torch_paged as attention
-from minillm.attention import PerSequenceAttention, TorchAttention
+from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
+from minillm.attention.sparse_paged import SPARSE_DTYPES
 from minillm.attention.torch_paged import split_by_length
 from minillm.flat_batch import build_attention_metadata
 
@@ -58,32 +61,71 @@ def make_step(step):
     return q, k, v, k_cache, v_cache, meta
 
 
+BATCHED = [TorchAttention, SparseAttention]
+
+
+@pytest.mark.parametrize("backend", BATCHED, ids=lambda b: b.name)
 @pytest.mark.parametrize("group_cost", [0, 12, 10_000])   # many groups, the default, one group
 @settings(max_examples=60, deadline=None)
 @given(step=steps())
-def test_batched_attention_matches_per_sequence(group_cost, step):
+def test_batched_attention_matches_per_sequence(backend, group_cost, step):
     q, k, v, k_cache, v_cache, meta = make_step(step)
     ref_k, ref_v = k_cache.clone(), v_cache.clone()
     expected = PerSequenceAttention()(q, k, v, ref_k, ref_v, meta, 0.3)
-    got = TorchAttention(group_cost)(q, k, v, k_cache, v_cache, meta, 0.3)
+    got = backend(group_cost)(q, k, v, k_cache, v_cache, meta, 0.3)
     assert got.shape == q.shape
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
     assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)   # same K/V written
 
 
-def test_attention_is_wrong_if_rows_come_back_in_group_order():
+@pytest.mark.parametrize("backend", BATCHED, ids=lambda b: b.name)
+def test_attention_is_wrong_if_rows_come_back_in_group_order(backend):
     """Decodes of very different lengths are grouped out of order: the output must be
     put back in row order, or sequences get each other's attention."""
     step = {"seqs": [(40, 1), (2, 1), (39, 1), (3, 1)], "block_size": 2, "kv_heads": 1,
             "ratio": 3, "head_dim": 8, "seed": 0}
     q, k, v, k_cache, v_cache, meta = make_step(step)
-    plan = attention._Plan(meta, group_cost=5)
+    plan = attention._Plan(meta, 5, TorchAttention().decode_group)
     assert [g.row_list for g in plan.groups] == [[1, 3], [0, 2]]
     expected = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
-    got = TorchAttention(group_cost_in_blocks=5)(q, k, v, k_cache, v_cache, meta, 0.3)
+    got = backend(group_cost_in_blocks=5)(q, k, v, k_cache, v_cache, meta, 0.3)
     torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)
     in_group_order = expected[[1, 3, 0, 2]]
     assert not torch.allclose(got, in_group_order)
+
+
+def test_sparse_columns_are_the_docstring_example():
+    """20 tokens in blocks [7, 2] of 16, 3 K/V heads: query heads of K/V head 1 read
+    cache rows slot·3 + 1 — 337, 340, … for block 7's slots 112…127, then 97 … 106
+    for block 2's slots 32…35; the rest of block 2 is padding, hidden by the mask."""
+    meta = build_attention_metadata([1], [20], [[7, 2]], [2 * 16 + 3], 16, torch.device("cpu"))
+    k_cache, v_cache = torch.randn(8, 16, 3, 8), torch.randn(8, 16, 3, 8)
+    q, k, v = torch.randn(1, 9, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
+    backend = SparseAttention()
+    backend(q, k, v, k_cache, v_cache, meta, 0.3)
+    group = meta.scratch[backend.name].groups[0]
+    head_of_kv_head_1 = group.cols[3]                   # query heads 3, 4, 5 share K/V head 1
+    assert head_of_kv_head_1[:3].tolist() == [337, 340, 343]
+    assert head_of_kv_head_1[16:20].tolist() == [97, 100, 103, 106]
+    assert group.hidden.view(-1).tolist() == [False] * 20 + [True] * 12
+
+
+def test_sparse_backend_in_bf16_is_the_torch_backend():
+    """CPU `sampled_addmm` computes in float32/float64 only (if this starts to fail, PyTorch
+    gained a bf16 kernel: widen SPARSE_DTYPES). So in bf16 the sparse backend's decode
+    groups take the torch backend's gather + SDPA — the very same numbers."""
+    if torch.bfloat16 not in SPARSE_DTYPES:
+        pattern = torch.eye(2, dtype=torch.bfloat16).to_sparse_csr()
+        with pytest.raises(RuntimeError, match="BFloat16"):
+            torch.sparse.sampled_addmm(pattern, torch.ones(2, 2, dtype=torch.bfloat16),
+                                       torch.ones(2, 2, dtype=torch.bfloat16))
+    step = {"seqs": [(30, 1), (3, 1), (12, 7)], "block_size": 4, "kv_heads": 3,
+            "ratio": 3, "head_dim": 16, "seed": 1}
+    q, k, v, k_cache, v_cache, meta = (t.to(torch.bfloat16) if isinstance(t, torch.Tensor) else t
+                                       for t in make_step(step))
+    want = TorchAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
+    meta.scratch.clear()
+    assert torch.equal(SparseAttention()(q, k, v, k_cache, v_cache, meta, 0.3), want)
 
 
 def _cost(groups, blocks, group_cost):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minillm.attention import PerSequenceAttention, TorchAttention
+from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
 from minillm.flat_batch import build_attention_metadata
 from minillm.kv_cache.tensors import allocate_kv_cache
 from minillm.model import LlamaModel
@@ -94,8 +94,8 @@ def within(diff: float, bound: float) -> bool:
     (3, 3, 192),    # ratio 1, head dim 64
     (6, 2, 384),    # ratio 3, head dim 64
 ])
-@pytest.mark.parametrize("backend", [TorchAttention(), PerSequenceAttention()],
-                         ids=["torch", "reference"])
+@pytest.mark.parametrize("backend", [SparseAttention(), TorchAttention(), PerSequenceAttention()],
+                         ids=["sparse", "torch", "reference"])
 def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, backend):
     hf = build_tiny_llama(seed=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
                           hidden_size=hidden)
@@ -115,7 +115,7 @@ def test_untied_embeddings_and_biases_are_used():
     model = LlamaModel.from_hf(hf)
     assert not model.tied
     prompts, conts = [[1, 2, 3, 4, 5], [9, 8]], [[7, 7, 7], [3, 2, 1]]
-    assert within(max_rel_diff(model, hf, prompts, conts, TorchAttention()), TINY_REL_TOL)
+    assert within(max_rel_diff(model, hf, prompts, conts, SparseAttention()), TINY_REL_TOL)
 
 
 @pytest.mark.unit
@@ -125,7 +125,7 @@ def test_flat_batch_differs_if_positions_are_wrong():
     model = LlamaModel.from_hf(hf)
     model.rope.cos = torch.roll(model.rope.cos, 1, dims=0)
     model.rope.sin = torch.roll(model.rope.sin, 1, dims=0)
-    assert max_rel_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], TorchAttention()) > 1e-3
+    assert max_rel_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], SparseAttention()) > 1e-3
 
 
 @pytest.mark.model
@@ -143,7 +143,7 @@ def test_smollm2_logits_match_transformers(smollm2):
         assert len({len(p) for p in prompts}) == 4
         conts = [torch.randint(0, hf.config.vocab_size, (16,), generator=g).tolist()
                  for _ in prompts]
-        worst = max(worst, max_rel_diff(model, hf, prompts, conts, TorchAttention()))
+        worst = max(worst, max_rel_diff(model, hf, prompts, conts, SparseAttention()))
     assert within(worst, SMOLLM2_REL_TOL)
 
 
@@ -165,7 +165,7 @@ def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2):
     prompts = [tokenizer(t).input_ids for t in texts]
     g = torch.Generator().manual_seed(0)
     conts = [torch.randint(0, hf32.config.vocab_size, (16,), generator=g).tolist() for _ in prompts]
-    ours = run_flat(model, prompts, conts, TorchAttention())
+    ours = run_flat(model, prompts, conts, SparseAttention())
     theirs = [x.float() for x in hf_logits(hf16, prompts, conts)]
     exact = hf_logits(hf32, prompts, conts)
     scale = lambda r: r.abs().max()                                        # noqa: E731

@@ -42,7 +42,7 @@ def test_triton_backend_matches_torch_backend(kwargs):
 def test_device_and_backend_selection_is_explicit(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device(None) == torch.device("cpu")
-    assert resolve_backend("auto", torch.device("cpu")) == "torch"
+    assert resolve_backend("auto", torch.device("cpu")) == "sparse"
     with pytest.raises(ValueError, match="no CUDA GPU"):
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -6,6 +6,8 @@
   each block, the running sum `l` split by the block its terms came from; when a block
   raises the maximum, every older share is multiplied by `alpha = exp(m_old − m_new)`.
 * `plot_bytes_per_step` — the bytes one decode step must read: weights vs K/V.
+* `draw_attention_step` — one decode step's attention on a CPU, gather + SDPA against
+  reading the blocks in place (section 6), as stacked bars of measured ms.
 * `compile_decode_kernel_for_sm90` — compile the decode kernel for an H100/H200 in a
   fresh process (interpreter off) and count instructions in its PTX.
 * `gpu_decode_bandwidth` — `kernels.bench`'s decode benchmark on a few sizes (GPU only).
@@ -153,6 +155,24 @@ def plot_bytes_per_step(weight_bytes: float, kv_bytes_per_token: float,
            ylabel="GB read per decode step", title="SmolLM2-135M, bf16: bytes one decode step must read")
     ax.set_xticks(batches, batches)
     ax.legend()
+    plt.show()
+
+
+def draw_attention_step(parts: dict[str, dict[str, float]]):
+    """parts: {backend: {part: ms}} — one horizontal bar per backend, its parts stacked."""
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    colors = iter(PALETTE)
+    for row, (backend, pieces) in enumerate(parts.items()):
+        left = 0.0
+        for part, ms in pieces.items():
+            ax.barh(row, ms, left=left, color=next(colors), label=part)
+            left += ms
+        ax.text(left, row, f" {left:.1f} ms", va="center", fontsize=9)
+    ax.set_yticks(range(len(parts)), list(parts))
+    ax.invert_yaxis()
+    ax.set(xlabel="ms (median of alternating rounds)", xlim=(0, 1.2 * ax.get_xlim()[1]),
+           title="one decode step's attention on this CPU: 30 layers, 16 sequences")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=8, frameon=False)
     plt.show()
 
 

@@ -22,7 +22,9 @@ reference):
 
 * "reference" — `reference.py`: a Python loop over sequences; the oracle;
 * "torch"     — `torch_paged.py`: batched gathers of whole blocks, groups of similar
-  length, one `scaled_dot_product_attention` per group (default on CPU);
+  length, one `scaled_dot_product_attention` per group;
+* "sparse"    — `sparse_paged.py`: the same groups, but decodes read K/V in place, as
+  a sampled product and an embedding bag with a sparse matrix (default on CPU);
 * "triton"    — `triton_paged.py`: the kernels of `kernels/` (default on CUDA).
 
 A new backend is one new file plus one line in `BACKENDS`.
@@ -31,6 +33,7 @@ A new backend is one new file plus one line in `BACKENDS`.
 from __future__ import annotations
 
 from minillm.attention.reference import PerSequenceAttention, attend_per_sequence, write_kv
+from minillm.attention.sparse_paged import SparseAttention
 from minillm.attention.torch_paged import TorchAttention
 
 
@@ -41,6 +44,7 @@ def _triton():
 
 BACKENDS = {
     "torch": TorchAttention,
+    "sparse": SparseAttention,
     "reference": PerSequenceAttention,
     "triton": _triton,
 }
@@ -54,5 +58,6 @@ def make_attention_backend(name: str):
     return BACKENDS[name]()
 
 
-__all__ = ["BACKENDS", "make_attention_backend", "PerSequenceAttention", "TorchAttention",
+__all__ = ["BACKENDS", "make_attention_backend", "PerSequenceAttention", "SparseAttention",
+           "TorchAttention",
            "attend_per_sequence", "write_kv"]

@@ -45,13 +45,17 @@ class TorchAttention:
         self.group_cost = group_cost_in_blocks
 
     def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
-        plan = meta.scratch.get("torch_plan")
+        plan = meta.scratch.get(self.name)
         if plan is None:                        # built once per step, reused by every layer
-            plan = meta.scratch["torch_plan"] = _Plan(meta, self.group_cost)
+            plan = meta.scratch[self.name] = _Plan(meta, self.group_cost, self.decode_group)
         write_kv(k, v, k_cache, v_cache, meta.slot_mapping, plan.all_slots_valid)
         outs = [group.attend(q, k_cache, v_cache, scale) for group in plan.groups]   # [rows_g, Hq, D]
         out = outs[0] if len(outs) == 1 else torch.cat(outs)                         # [T, Hq, D]
         return out if plan.row_order is None else out.index_select(0, plan.row_order)
+
+    def decode_group(self, meta: AttentionMetadata, seq_ids: list[int]):
+        """How this backend attends a group of decodes (the "sparse" backend overrides it)."""
+        return _DecodeGroup(meta, seq_ids)
 
 
 class _Plan:
@@ -62,12 +66,12 @@ class _Plan:
     groups' outputs, laid end to end, back to the flat batch's row order.
     """
 
-    def __init__(self, meta: AttentionMetadata, group_cost: int):
+    def __init__(self, meta: AttentionMetadata, group_cost: int, decode_group):
         bs = meta.block_size
         decode_ids = [b for b, n in enumerate(meta.query_lens) if n == 1]
         prefill_ids = [b for b, n in enumerate(meta.query_lens) if n > 1]
         num_blocks = [-(-meta.seq_lens_list[b] // bs) for b in decode_ids]
-        self.groups: list = [_DecodeGroup(meta, ids)
+        self.groups: list = [decode_group(meta, ids)
                              for ids in split_by_length(decode_ids, num_blocks, group_cost)]
         if prefill_ids:
             self.groups.append(_PrefillGroup(meta, prefill_ids))
