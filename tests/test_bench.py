@@ -185,12 +185,14 @@ def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
                 if str(tmp_path) in (getattr(m, "__file__", None) or "")]
     worktree = versions[-1]
     assert worktree.model is minillm.model.LlamaModel
+    assert worktree.attention.name == "sparse"               # each version's default CPU backend
     for v in versions[:-1]:                                   # each commit's own code
         assert v.model is not minillm.model.LlamaModel
         for piece in (v.model.__init__, v.attention.__call__, v.build_metadata):
             assert piece.__code__.co_filename.startswith(str(tmp_path / v.name))
     if "29b225f" in commits:
         assert versions[0].build_metadata.__code__.co_filename.endswith("attention_metadata.py")
+        assert versions[0].attention.name == "torch"          # from before the sparse backend
     results = compare(versions, build_tiny_llama(seed=0), [33, 5, 16], torch.float32, rounds=1)
     assert list(results) == commits
     for r in results.values():

@@ -12,8 +12,9 @@ From each version three pieces are taken, wherever that version kept them (`PLAC
 tried in order):
 
     model            minillm.model.LlamaModel
-    attention        minillm.attention.TorchAttention  (a module before the re-layout,
-                                                         a package re-exporting it after)
+    attention        the version's default CPU backend: minillm.attention.SparseAttention
+                     where it exists, else minillm.attention.TorchAttention (a module
+                     before the re-layout, a package re-exporting it after)
     build_metadata   minillm.flat_batch.build_attention_metadata,
                      or (before the re-layout) minillm.attention_metadata's
 
@@ -39,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKTREE = "."
 PLACES = {
     "model": (("minillm.model", "LlamaModel"),),
-    "attention": (("minillm.attention", "TorchAttention"),),
+    "attention": (("minillm.attention", "SparseAttention"), ("minillm.attention", "TorchAttention")),
     "build_metadata": (("minillm.flat_batch", "build_attention_metadata"),
                        ("minillm.attention_metadata", "build_attention_metadata")),
 }
@@ -47,7 +48,7 @@ PLACES = {
 
 @dataclass
 class Version:
-    """One commit's model class, torch attention backend class and metadata builder."""
+    """One commit's model class, default CPU attention backend class and metadata builder."""
 
     name: str
     model: type
@@ -92,7 +93,7 @@ def isolated_minillm(root: Path):
 
 
 def find(places) -> object:
-    """The first `(module, attribute)` of `places` whose module exists."""
+    """The first `(module, attribute)` of `places` that exists in this version."""
     for module_name, attribute in places:
         try:
             module = importlib.import_module(module_name)
@@ -100,8 +101,9 @@ def find(places) -> object:
             if err.name != module_name:
                 raise                   # the module exists but imports something missing
             continue
-        return getattr(module, attribute)
-    raise LookupError(f"none of {[m for m, _ in places]} exists in this version")
+        if hasattr(module, attribute):
+            return getattr(module, attribute)
+    raise LookupError(f"none of {[f'{m}.{a}' for m, a in places]} exists in this version")
 
 
 def _pieces(name: str) -> Version:
