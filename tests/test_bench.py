@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from minillm.bench import (ab, chunked, kv_budget, peers, prefix_caching, roofline, speculative,
-                           throughput)
+                           step_time, throughput)
 from minillm.bench import workloads as wl
 from minillm.bench.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
                                   ratio_line, table)
@@ -256,6 +256,15 @@ def test_throughput_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
     throughput.plot(r, tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 0
     assert "continuous / static" in throughput.text(r)
+
+
+def test_step_time_experiment_names_the_backend_it_timed(tiny_bench):
+    """The roofline check times the engine's default backend, and says which one."""
+    r = step_time.run(tiny_bench)
+    assert [row["batch"] for row in r["rows"]] == [1, 2, 4]
+    assert all(row["step_s"] > 0 and row["ceiling_step_s"] > 0 for row in r["rows"])
+    assert r["attention_backend"] == "sparse"
+    assert "attention backend 'sparse'" in step_time.text(r)
 
 
 def test_kv_budget_paged_holds_more_sequences_than_contiguous(tiny_bench):

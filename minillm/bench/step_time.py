@@ -72,15 +72,18 @@ def run(bench) -> dict:
     mean_context = context + 1 + steps // 2
     rounds = {b: [r["step_s"] for r in results[str(b)]] for b in sizes}
     rows = ceiling_rows(rounds, cost, mean_context, bandwidth, matmul)
+    backend = llm.trace.config["attention_backend"]
     del llm
     gc.collect()
     return {"context": mean_context, "bandwidth": bandwidth, "matmul": matmul,
-            "decode_cost": cost.to_dict(), "rows": rows, "dtype": cfg.dtype}
+            "decode_cost": cost.to_dict(), "rows": rows, "dtype": cfg.dtype,
+            "attention_backend": backend}
 
 
 def text(r: dict) -> str:
     bw, mm = r["bandwidth"], r["matmul"]
-    head = (f"Decode step vs batch (context ≈ {r['context']} tokens, {r['dtype']}); roofline: "
+    backend = f", attention backend {r['attention_backend']!r}" if "attention_backend" in r else ""
+    head = (f"Decode step vs batch (context ≈ {r['context']} tokens, {r['dtype']}{backend}); roofline: "
             f"memory {bw['best_gb_s']:.1f} GB/s (copy of {bw['bytes'] >> 20} MiB, best of "
             f"{bw['repeats']}), compute {mm['best_gflop_s']:.0f} GFLOP/s ({mm['n']}³ matmul, "
             f"{mm['kernel']} kernel), "
