@@ -11,9 +11,9 @@ faults per run; with the settings below, ~6 000–10 000, for a run ~2 % faster
 (measured in `minillm/PERFORMANCE.md`, change 7).
 
 `keep_freed_memory()` fixes both thresholds once, with glibc's `mallopt`: blocks up to
-32 MiB come from the heap, and up to 64 MiB of freed heap stays mapped for reuse. The
-weights and the KV cache, far larger, are still mapped on their own and given back
-when freed. vLLM's CPU build gets the same effect another way: it preloads tcmalloc
+32 MiB come from the heap, and up to 64 MiB of freed heap stays mapped for reuse.
+Larger tensors (the 113 MB vocabulary matrix, say) are still mapped on their own, and
+freed heap beyond those 64 MiB still goes back to the system. vLLM's CPU build gets the same effect another way: it preloads tcmalloc
 into its worker (`vllm/platforms/cpu.py`). Elsewhere than glibc (macOS, musl) this
 does nothing.
 """

@@ -6,8 +6,9 @@
   each block, the running sum `l` split by the block its terms came from; when a block
   raises the maximum, every older share is multiplied by `alpha = exp(m_old − m_new)`.
 * `plot_bytes_per_step` — the bytes one decode step must read: weights vs K/V.
-* `draw_attention_step` — one decode step's attention on a CPU, gather + SDPA against
-  reading the blocks in place (section 6), as stacked bars of measured ms.
+* `time_attention_steps` / `draw_attention_step` — one decode step's attention on a CPU,
+  every layer once, timed for several backends in alternating rounds; drawn as stacked
+  bars, gather + SDPA against reading the blocks in place (section 6).
 * `compile_decode_kernel_for_sm90` — compile the decode kernel for an H100/H200 in a
   fresh process (interpreter off) and count instructions in its PTX.
 * `gpu_decode_bandwidth` — `kernels.bench`'s decode benchmark on a few sizes (GPU only).
@@ -156,6 +157,25 @@ def plot_bytes_per_step(weight_bytes: float, kv_bytes_per_token: float,
     ax.set_xticks(batches, batches)
     ax.legend()
     plt.show()
+
+
+def time_attention_steps(calls: dict, caches, rounds: int = 15, steps: int = 3):
+    """Alternating rounds (`minillm.bench.ab`) of one decode step per call: `call(k_cache,
+    v_cache)` once for every layer's cache. A round's number is the median of `steps`
+    steps. Returns the rounds ({name: [{"ms": ...}, ...]}) and the medians {name: ms}."""
+    import time
+    from minillm.bench import ab
+
+    def step_ms(call):
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            for k_cache, v_cache in caches:
+                call(k_cache, v_cache)
+            times.append(1e3 * (time.perf_counter() - start))
+        return {"ms": sorted(times)[steps // 2]}
+    runs = ab.alternate({name: (lambda c=c: step_ms(c)) for name, c in calls.items()}, rounds)
+    return runs, {name: m["ms"] for name, m in ab.medians(runs).items()}
 
 
 def draw_attention_step(parts: dict[str, dict[str, float]]):

@@ -22,16 +22,17 @@ that stores only its non-zero entries and their column numbers:
 For example, a sequence of 20 tokens in blocks [7, 2] (block size 16) has slots
 112 … 127 and 32 … 35; with 3 K/V heads its query heads of K/V head 1 list the rows
 `slot · 3 + 1` = 337, 340, …, 106. Decodes are still cut into groups of similar length
-(`torch_paged.split_by_length`, with the same cost per group: a group's calls and a
-padded block both cost about half what they cost the torch backend): a row of `A` is
-padded to its group's longest member, and the padding (the tail of the last block, or
-block-table padding) gets -inf scores, so weight 0. The KV write and the prefill chunks (queries that attend to each other
-causally) are the torch backend's, unchanged.
+(`torch_paged.split_by_length`, with the torch backend's cost of a group, 40 blocks;
+here a padded block costs about half as much, so a higher cost would likely fit better —
+not tuned): a row of `A` is padded to its group's longest member, and the padding (the
+tail of the last block, or block-table padding) gets -inf scores, so weight 0. The KV
+write and the prefill chunks (queries that attend to each other causally) are the torch
+backend's, unchanged.
 
 What reading in place saves, measured on the course machine: `minillm/PERFORMANCE.md`
-and lesson 08. PyTorch's CPU `sampled_addmm` has kernels for float32 and float64 only,
-so in other dtypes (bfloat16) decode groups fall back to the torch backend's gather +
-SDPA.
+(change 6) and lesson 07 (section 6). PyTorch's CPU `sampled_addmm` has kernels for
+float32 and float64 only, so in other dtypes (bfloat16) decode groups fall back to the
+torch backend's gather + SDPA.
 """
 
 from __future__ import annotations
