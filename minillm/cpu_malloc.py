@@ -21,7 +21,6 @@ does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from functools import cache
 
 M_TRIM_THRESHOLD = -1           # glibc's <malloc.h> parameter numbers
@@ -31,9 +30,10 @@ TRIM_THRESHOLD_BYTES = 64 << 20
 
 
 def _glibc():
-    """The C library if it is glibc (it has `mallopt` and `gnu_get_libc_version`), else None."""
+    """The C library this process runs on, if it is glibc (it has `mallopt` and
+    `gnu_get_libc_version`), else None."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)            # the symbols already loaded, libc's among them
     except OSError:
         return None
     return libc if hasattr(libc, "mallopt") and hasattr(libc, "gnu_get_libc_version") else None

@@ -114,11 +114,11 @@ def test_sparse_backend_in_bf16_is_the_torch_backend():
     """CPU `sampled_addmm` computes in float32/float64 only (if this starts to fail, PyTorch
     gained a bf16 kernel: widen SPARSE_DTYPES). So in bf16 the sparse backend's decode
     groups take the torch backend's gather + SDPA — the very same numbers."""
-    if torch.bfloat16 not in SPARSE_DTYPES:
-        pattern = torch.eye(2, dtype=torch.bfloat16).to_sparse_csr()
-        with pytest.raises(RuntimeError, match="BFloat16"):
-            torch.sparse.sampled_addmm(pattern, torch.ones(2, 2, dtype=torch.bfloat16),
-                                       torch.ones(2, 2, dtype=torch.bfloat16))
+    assert torch.bfloat16 not in SPARSE_DTYPES
+    pattern = torch.eye(2, dtype=torch.bfloat16).to_sparse_csr()
+    with pytest.raises(RuntimeError, match="BFloat16"):
+        torch.sparse.sampled_addmm(pattern, torch.ones(2, 2, dtype=torch.bfloat16),
+                                   torch.ones(2, 2, dtype=torch.bfloat16))
     step = {"seqs": [(30, 1), (3, 1), (12, 7)], "block_size": 4, "kv_heads": 3,
             "ratio": 3, "head_dim": 16, "seed": 1}
     q, k, v, k_cache, v_cache, meta = (t.to(torch.bfloat16) if isinstance(t, torch.Tensor) else t

@@ -173,7 +173,7 @@ def time_attention_steps(calls: dict, caches, rounds: int = 15, steps: int = 3):
             for k_cache, v_cache in caches:
                 call(k_cache, v_cache)
             times.append(1e3 * (time.perf_counter() - start))
-        return {"ms": sorted(times)[steps // 2]}
+        return {"ms": ab.median(times)}
     runs = ab.alternate({name: (lambda c=c: step_ms(c)) for name, c in calls.items()}, rounds)
     return runs, {name: m["ms"] for name, m in ab.medians(runs).items()}
 

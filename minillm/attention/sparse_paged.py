@@ -23,8 +23,8 @@ For example, a sequence of 20 tokens in blocks [7, 2] (block size 16) has slots
 112 … 127 and 32 … 35; with 3 K/V heads its query heads of K/V head 1 list the rows
 `slot · 3 + 1` = 337, 340, …, 106. Decodes are still cut into groups of similar length
 (`torch_paged.split_by_length`, with the torch backend's cost of a group, 40 blocks;
-here a padded block costs about half as much, so a higher cost would likely fit better —
-not tuned): a row of `A` is padded to its group's longest member, and the padding (the
+here a padded block costs about two thirds as much, so a higher cost would likely fit
+better — not tuned): a row of `A` is padded to its group's longest member, and the padding (the
 tail of the last block, or block-table padding) gets -inf scores, so weight 0. The KV
 write and the prefill chunks (queries that attend to each other causally) are the torch
 backend's, unchanged.
@@ -78,7 +78,7 @@ class _SparseDecodeGroup(_DecodeGroup):
         num_heads, head_dim = q.shape[1:]
         if self.pattern is None or self.pattern.dtype != q.dtype:
             self._index(num_heads, k_cache, q.dtype)
-        q = q[self.row_slice] if self.row_slice else q.index_select(0, self.rows)   # [G, Hq, D]
+        q = self.queries(q)                                               # [G, Hq, D]
         k_rows = k_cache.view(-1, head_dim)                              # [slots·Hkv, D]
         v_rows = v_cache.view(-1, head_dim)
         scores = torch.sparse.sampled_addmm(self.pattern, q.reshape(G * num_heads, head_dim),

@@ -163,10 +163,13 @@ class _DecodeGroup(_MaskedGroup):
         pos = torch.arange(num_blocks * bs, device=device)
         self.hidden = (pos[None, :] >= lens[:, None])[:, None, None, :]   # [G, 1, 1, L]
 
+    def queries(self, q: torch.Tensor) -> torch.Tensor:
+        """This group's rows of the step's queries q [T, Hq, D] → [G, Hq, D]."""
+        return q[self.row_slice] if self.row_slice else q.index_select(0, self.rows)
+
     def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
         """q [T, Hq, D] (the whole step) → this group's outputs [G, Hq, D]."""
-        q = q[self.row_slice] if self.row_slice else q.index_select(0, self.rows)   # [G, Hq, D]
-        return _attend_decode(q, k_cache, v_cache, self, scale)
+        return _attend_decode(self.queries(q), k_cache, v_cache, self, scale)
 
 
 def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> torch.Tensor:

@@ -16,6 +16,7 @@ from captured_steps import decode_batches, median_ms                 # this fold
 from minillm import LLM
 from minillm.attention import SparseAttention, TorchAttention
 from minillm.bench import ab
+from minillm.cpu_malloc import keep_freed_memory
 from minillm.flat_batch import build_attention_metadata
 
 BS, HKV, HQ, D, POOL = 16, 3, 9, 64, 3000
@@ -41,9 +42,8 @@ def hot() -> None:
     backends = {"torch": TorchAttention(), "sparse": SparseAttention()}
     runners = {name: (lambda b=b: {size: hot_layer_us(b, *size, k_cache, v_cache) for size in sizes})
                for name, b in backends.items()}
-    runs = ab.alternate(runners, 5)
-    for name in backends:
-        t = {size: sorted(r[size] for r in runs[name])[len(runs[name]) // 2] for size in sizes}
+    medians = ab.medians(ab.alternate(runners, 5))
+    for name, t in medians.items():
         per_block = (t[16, 18] - t[16, 2]) / (16 * 16)
         fixed = t[1, 2] - 2 * per_block
         print(f"  hot, one layer, {name:6s}: " + ", ".join(f"{G}×{nb} {us:.0f}" for (G, nb), us in t.items())
@@ -86,5 +86,6 @@ def real_step() -> None:
 if __name__ == "__main__":
     torch.set_num_threads(2)
     torch.manual_seed(0)
+    keep_freed_memory()         # as an engine on the CPU does (else 3.5 MB gathers page-fault)
     hot()
     real_step()
