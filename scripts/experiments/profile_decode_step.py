@@ -5,7 +5,8 @@
 Captures a decode step of B sequences at ~128 tokens of context from the engine
 (`captured_steps.py`), or with "prompt" a step that carries a new 40-token prompt beside
 15 decodes (55 rows), prints its median wall time over 20 replays, then the profiler's
-table (self CPU time per op) over 10 more."""
+table (self CPU time per op) over 10 more (its first 25 rows; `ROWS=40` for more)."""
+import os
 import sys
 
 import torch
@@ -32,7 +33,8 @@ def main(dtype: str, batch_size: str) -> None:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(10):
             forward()
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    rows = int(os.environ.get("ROWS", 25))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
 if __name__ == "__main__":
