@@ -52,7 +52,6 @@ class EngineConfig:
     num_swap_blocks: int | None = None
     speculative_config: dict | None = None
     attention_backend: str = "auto"
-    enforce_eager: bool = True              # False: compile the decoder stack (CPU; compiled_model.py)
     device: object = None                   # None: CUDA if present, else CPU
     dtype: object = None                    # None/"auto": bf16 on CUDA, fp32 on CPU
     seed: int = 0
@@ -80,7 +79,6 @@ class EngineConfig:
         check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_bool("record_block_tables", self.record_block_tables)
-        check_bool("enforce_eager", self.enforce_eager)
         resolve_policy(self.policy)
         keep("aging_rate", check_number("aging_rate", self.aging_rate, 0.0))
         if self.aging_rate and self.policy == "fcfs" and isinstance(self.scheduling, str):

@@ -8,9 +8,7 @@
 Change `minillm` to `vllm` in the import and the same script runs on vLLM. Every knob
 is a field of `EngineConfig` (`config.py`), checked before the model is loaded; the
 minillm-only ones (`scheduling`, `policy`, `aging_rate`, `attention_backend`
-"reference", the Trace in `llm.trace`) have safe defaults. `enforce_eager` is vLLM's
-name, with the other default: minillm runs eagerly unless told `enforce_eager=False`
-(then, on CPU, its decoder stack is compiled: `compiled_model.py`).
+"reference", the Trace in `llm.trace`) have safe defaults.
 
 `LLM.__init__` is three steps: config → model → engine:
 
@@ -47,15 +45,6 @@ def resolve_backend(name: str, device: torch.device) -> str:
     return name
 
 
-def _forward(model: LlamaModel, enforce_eager: bool):
-    """What the runner calls each step: the model itself, or (enforce_eager=False) the
-    model with its decoder stack compiled (`compiled_model.py`)."""
-    if enforce_eager:
-        return model
-    from minillm.compiled_model import CompiledModel
-    return CompiledModel(model)
-
-
 class LLM:
     def __init__(self, model="smollm2-135m", *, tokenizer=None, **knobs):
         """`model`: a known name ("smollm2-135m"), a local Hugging Face folder, or a
@@ -66,10 +55,6 @@ class LLM:
                             "transformers.AutoTokenizer.from_pretrained(local_folder), or None "
                             f"for the model's own; got {tokenizer!r:.60}")
         self.device = resolve_device(config.device)
-        if not config.enforce_eager and self.device.type != "cpu":
-            raise ValueError(f"enforce_eager=False compiles for the CPU only (on a GPU the "
-                             f"Triton kernels are the fast path); on {self.device.type} "
-                             "leave enforce_eager=True")
         if self.device.type == "cpu":
             keep_freed_memory()         # reuse freed tensor memory: fewer page faults a step
         dtype = _torch_dtype(config.dtype, self.device)
@@ -92,14 +77,12 @@ class LLM:
                                       *layer, self.device)
         swap_caches = (allocate_kv_cache(m.num_layers, config.num_swap_blocks, config.block_size,
                                          *layer, "cpu") if config.num_swap_blocks else None)
-        runner = ModelRunner(_forward(m, config.enforce_eager), kv_caches,
-                             config.block_size, backend, self.device, swap_caches)
+        runner = ModelRunner(m, kv_caches, config.block_size, backend, self.device, swap_caches)
         name = model if isinstance(model, (str, os.PathLike)) else "custom"
         self.llm_engine = build_engine(
             config, runner, vocab_size=m.vocab_size, tokenizer=self.tokenizer,
             eos_token_ids=eos_ids,
             extra={"model": str(name), "attention_backend": backend_name,
-                   "enforce_eager": config.enforce_eager,
                    "device": str(self.device), "dtype": str(dtype).replace("torch.", "")})
         self._request_ids = itertools.count()     # "0", "1", ... like vLLM: reproducible
 

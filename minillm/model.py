@@ -159,13 +159,9 @@ class LlamaModel(nn.Module):
         rope = self.rope.cos_sin(positions, h.dtype)                       # 2 × [T, 1, D]
         for layer, layer_cache in zip(self.layers, kv_caches):
             h = layer(h, rope, layer_cache, meta, backend)
-        return self.logits(h[logits_indices])                              # [S, V]
-
-    def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """The final norm and the vocabulary projection: h [S, H] → logits [S, V] (fp32)."""
-        h = self.norm(h)
+        h = self.norm(h[logits_indices])                                   # [S, H]
         if not self.tied:
-            return self.lm_head(h).float()
+            return self.lm_head(h).float()                                 # [S, V]
         return linear(h, self.embed_tokens.weight, packed=self.lm_head_packed).float()
 
     def pack_weights(self) -> "LlamaModel":

@@ -95,9 +95,8 @@ def _identity(weight: torch.Tensor) -> tuple:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            packed: PackedWeight | None = None) -> torch.Tensor:
     """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], through the packed copy when it
-    serves (still valid, and enough rows). While `torch.compile` traces the model
-    (`compiled_model.py`) it is plain `F.linear`: inductor then packs the weight itself."""
-    if packed is not None and not torch.compiler.is_compiling() and packed.serves(x, weight):
+    serves (still valid, and enough rows)."""
+    if packed is not None and packed.serves(x, weight):
         return torch.ops.mkldnn._linear_pointwise(x, packed.data, bias, "none", [], "")
     return F.linear(x, weight, bias)
 

@@ -5,9 +5,7 @@ skewed (lognormal) law, EOS ignored so every engine produces exactly the same nu
 of tokens per request, `max_num_seqs` sequences at a time, the same dtype and thread
 count. Contenders:
 
-* **minillm** — static, continuous, continuous + chunked prefill, and on CPU continuous
-  with its decoder stack compiled (`LLM(enforce_eager=False)`, `compiled_model.py`; its
-  compile time is printed, and like every engine's start-up it is not timed);
+* **minillm** — static, continuous, continuous + chunked prefill;
 * **transformers `generate`** and **transformers continuous batching** (`hf_peers.py`);
 * **vLLM** (CPU build) — only when a Python with vLLM is given (`--vllm-python`); it
   runs in its own process and virtualenv (`vllm_worker.py`; see
@@ -40,12 +38,10 @@ from minillm.bench.common import (figure, kv_blocks_for, num, pct, ratio_line, r
                                   table, warm_up)
 from minillm.bench.hf_peers import hf_continuous, hf_generate_static, peer_result
 from minillm.bench.workloads import chat_prompt_ids, chat_questions
-from minillm.device import resolve_device
 from minillm.widgets.style import COLORS
 from minillm.workload import RequestSpec, fixed, lognormal, make_workload
 
 BASE = "minillm continuous"          # every ratio is this contender / another
-COMPILED = "minillm continuous, compiled"    # LLM(enforce_eager=False): compiled_model.py
 TARGETS = {"minillm continuous / transformers generate": 4.0,
            "minillm continuous / transformers CB": 3.0, "minillm continuous / vLLM": 0.8}
 
@@ -82,8 +78,7 @@ def peer_prompts(tokenizer, shape: PeerShape = FULL_PEERS, vocab_size: int | Non
 
 
 def planned_runs(config) -> int:
-    contenders = 5 + (resolve_device(None).type == "cpu") + bool(config.vllm_python)
-    return config.rounds * contenders
+    return config.rounds * (6 if config.vllm_python else 5)
 
 
 def run_minillm(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> dict:
@@ -92,12 +87,9 @@ def run_minillm(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> dict
     before that (~0.16 s with the bench's models loaded, measured) is not engine work,
     and vLLM's timed run does none."""
     trace = run_workload(llm, specs, prompts)
+    elapsed = trace.duration
     produced = [trace.requests[s.request_id].output_len for s in specs]
-    result = peer_result(trace.duration, [s.output_len for s in specs], produced, sum(produced))
-    compile_seconds = getattr(llm.llm_engine.runner.model, "compile_seconds", None)
-    if compile_seconds:                 # a compiled engine: its start-up, reported
-        result["compile_s"] = sum(compile_seconds.values())
-    return result
+    return peer_result(elapsed, [s.output_len for s in specs], produced, sum(produced))
 
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -198,12 +190,6 @@ def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list]:
     for mode, llm in bench.mode_llms(("static", "continuous", "chunked"), blocks).items():
         warm_up(llm, prompts[:n])
         runners[f"minillm {mode}"] = partial(run_minillm, llm, specs, prompts)
-    if resolve_device(None).type == "cpu":
-        compiled = bench.make_llm(num_kv_blocks=blocks, enforce_eager=False,
-                                  **bench.mode_kwargs("continuous"))
-        warm_up(compiled, prompts[:n])        # compiles the graph for many tokens a step
-        warm_up(compiled, prompts[:1])        # and the one for a single decode
-        runners[COMPILED] = partial(run_minillm, compiled, specs, prompts)
     hf = bench.hf_model.to(bench.dtype)
     pad = bench.tokenizer.pad_token_id if bench.tokenizer is not None else 0
     pad = 0 if pad is None else pad
@@ -238,9 +224,6 @@ def run(bench) -> dict:
     gc.collect()
     ratios = {f"{BASE} / {other}": summary(paired_ratios(results, BASE, other, "tokens_per_s"))
               for other in results if other != BASE}
-    if COMPILED in results and "vLLM" in results:
-        ratios[f"{COMPILED} / vLLM"] = summary(paired_ratios(results, COMPILED, "vLLM",
-                                                             "tokens_per_s"))
     return {"workload": {"num_requests": len(prompts), "output_tokens": sum(lens),
                          "prompt_tokens": sum(len(p) for p in prompts), "output_max": max(lens),
                          "output_median": median(lens), "shape": vars(shape),
@@ -271,10 +254,6 @@ def text(r: dict) -> str:
     lines = [head, table(["engine", "useful tokens/s", "wall time", "wasted compute"], rows)]
     lines += [ratio_line(name, s, TARGETS.get(name)) for name, s in r["ratios"].items()]
     lines += [f"{k}: {v}" for k, v in r["skipped"].items()]
-    compiled = r["runs"].get(COMPILED)
-    if compiled and "compile_s" in compiled[0]:
-        lines.append(f"{COMPILED}: its start-up compiled the decoder stack in "
-                     f"{compiled[0]['compile_s']:.0f} s (two graphs; not in the timings)")
     return "\n".join(lines)
 
 
@@ -283,7 +262,7 @@ def plot(r: dict, path) -> None:
     fig, ax = figure(1, width=7.5)
     names = list(r["runs"])
     palette = {"minillm static": COLORS["static"], "minillm continuous": COLORS["continuous"],
-               "minillm chunked": COLORS["chunked"], COMPILED: COLORS["continuous"]}
+               "minillm chunked": COLORS["chunked"]}
     colors = [palette.get(n, COLORS["waiting"] if "transformers" in n else COLORS["preempt"])
               for n in names]
     for i, name in enumerate(names):
