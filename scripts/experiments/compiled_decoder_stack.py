@@ -1,13 +1,23 @@
 """Issue 18, tried and not kept (minillm/PERFORMANCE.md). Run:
-    .venv/bin/python scripts/experiments/compiled_decoder_stack.py [float32|bfloat16]
+    .venv/bin/python scripts/experiments/compiled_decoder_stack.py [float32|bfloat16] [MODE]
 
-All 30 decoder layers under one `torch.compile` (inductor, dynamic shapes), so Python and
-the dispatcher leave the step and inductor fuses every element-wise chain (RMSNorm,
-RoPE, SiLU·up, residual adds). Two things stay opaque custom ops, because inductor
-cannot take them: the packed oneDNN matmuls (its mkldnn lowering wants the weight as a
-graph constant) and the paged attention (the "torch" backend, which plans on Python
-lists). Eager vs compiled forward pass, batch-1 and batch-16 decode steps at context
-128, alternating rounds; compile time and the largest logit difference are reported.
+All 30 decoder layers under one `torch.compile` (inductor, dynamic shapes), so inductor
+fuses every element-wise chain (RMSNorm, RoPE, SiLU·up, residual adds). The paged
+attention always stays an opaque custom op (the engine's default CPU backend, which
+plans on Python lists). MODE says what happens to the weight matmuls:
+
+* `opaque` (default): the packed oneDNN matmuls stay opaque custom ops too (inductor's
+  own mkldnn lowering wants the weight as a graph constant);
+* `frozen`: the layers' `Linear`s are plain `F.linear` while tracing and
+  `torch._inductor.config.freezing` makes their weights graph constants, so inductor
+  packs them itself; `cpp_wrapper` calls the kernels from generated C++ instead of Python;
+* `frozen-python`: the same, with inductor's default Python wrapper.
+
+Eager vs compiled forward pass, decode steps of 1, 4 and 16 sequences at context ~128,
+alternating over 5 rounds (median of 10 calls each, then the median round); first-call
+(compile) times and the largest logit difference at batch 16 are reported. Dynamo
+specializes a size of 1, so batch 1 compiles a graph of its own and batch 16 reuses the
+dynamic graph compiled for batch 4.
 """
 import json
 import os
@@ -15,13 +25,20 @@ import sys
 import time
 
 import torch
+import torch._inductor.config as inductor_config
+import torch.nn.functional as F
 
+from captured_steps import decode_batches, median_ms      # this folder
 from minillm import LLM
 from minillm.packed_linear import Linear, linear
 
-from captured_steps import decode_batches, median_ms      # this folder
-
+MODES = ("opaque", "frozen", "frozen-python")
 dtype_name = sys.argv[1] if len(sys.argv) > 1 else "float32"
+mode = sys.argv[2] if len(sys.argv) > 2 else "opaque"
+if mode not in MODES:
+    sys.exit(f"MODE must be one of {MODES}, got {mode!r}")
+inductor_config.freezing = mode != "opaque"
+inductor_config.cpp_wrapper = mode == "frozen"
 torch.set_num_threads(2)
 llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype=dtype_name)
 runner = llm.llm_engine.runner
@@ -57,18 +74,28 @@ class OpaqueAttention:
         return torch.ops.experiment.paged_attention(q, k, v, k_cache, v_cache, scale)
 
 
-def opaque_linear_forward(self, x):
-    return torch.ops.experiment.packed_linear(x, self.packed.data, self.out_features)
+def traced_linear_forward(self, x):
+    """Linear.forward while tracing: an opaque packed call, or plain F.linear for freezing."""
+    if mode == "opaque":
+        return torch.ops.experiment.packed_linear(x, self.packed.data, self.out_features)
+    return F.linear(x, self.weight, self.bias)
 
 
-def decoder_stack(h, cos, sin, kv_caches):
-    attention = OpaqueAttention()
-    for layer, cache in zip(model.layers, kv_caches):
-        h = layer(h, (cos, sin), cache, None, attention)
-    return h
+class DecoderStack(torch.nn.Module):
+    """The 30 decoder layers as one module (so freezing sees their weights as constants)."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = layers
+
+    def forward(self, h, cos, sin, kv_caches):
+        attention = OpaqueAttention()
+        for layer, cache in zip(self.layers, kv_caches):
+            h = layer(h, (cos, sin), cache, None, attention)
+        return h
 
 
-compiled_stack = torch.compile(decoder_stack, dynamic=True)
+compiled_stack = torch.compile(DecoderStack(model.layers), dynamic=True)
 
 
 @torch.inference_mode()
@@ -80,7 +107,7 @@ def forward(batch, compiled: bool):
     current["meta"] = batch.meta
     h = model.embed_tokens(batch.input_ids)
     cos, sin = model.rope.cos_sin(batch.positions, h.dtype)
-    eager_forward, Linear.forward = Linear.forward, opaque_linear_forward
+    eager_forward, Linear.forward = Linear.forward, traced_linear_forward
     try:
         h = compiled_stack(h, cos, sin, runner.kv_caches)
     finally:
@@ -90,9 +117,9 @@ def forward(batch, compiled: bool):
 
 
 if __name__ == "__main__":
-    batches = {f"batch {n}": step for n, step in sorted(decode_batches(llm, sizes=(1, 16)).items())}
-    result = {"dtype": dtype_name, "load_avg_start": os.getloadavg()}
-    for name, batch in batches.items():              # first call of each shape compiles
+    batches = {f"batch {n}": step for n, step in sorted(decode_batches(llm, sizes=(1, 4, 16)).items())}
+    result = {"dtype": dtype_name, "mode": mode, "load_avg_start": os.getloadavg()}
+    for name, batch in batches.items():              # the first call of a shape compiles
         start = time.perf_counter()
         forward(batch, True)
         result[f"first call, {name} (s)"] = round(time.perf_counter() - start, 1)
@@ -103,7 +130,8 @@ if __name__ == "__main__":
         for name, batch in batches.items():
             for compiled in ((False, True) if r % 2 == 0 else (True, False)):
                 key = f"{name} {'compiled' if compiled else 'eager'} (ms)"
-                rounds.setdefault(key, []).append(round(median_ms(lambda: forward(batch, compiled), 10), 1))
+                rounds.setdefault(key, []).append(
+                    round(median_ms(lambda: forward(batch, compiled), 10), 1))
     result["rounds"] = rounds
     result["median"] = {k: sorted(v)[len(v) // 2] for k, v in rounds.items()}
     result["load_avg_end"] = os.getloadavg()

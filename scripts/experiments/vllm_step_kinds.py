@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 
+# peer_step_kinds.KINDS again: this file also runs in vLLM's virtualenv, which has no minillm
 KINDS = {"16 decodes": lambda rows, seqs: rows == seqs == 16,
          "with a prompt": lambda rows, seqs: rows > seqs,
          "1-3 decodes": lambda rows, seqs: rows == seqs <= 3,
