@@ -63,7 +63,8 @@ class LLM:
 
         hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
         self.tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
-        self.model = LlamaModel.from_hf(hf_model, dtype=dtype, device=self.device)
+        self.model = LlamaModel.from_hf(hf_model, dtype=dtype, device=self.device,
+                                        full_batch=config.max_num_seqs)
         self.hf_config = hf_model.config
         eos_ids = eos_token_ids(hf_model, self.tokenizer)
         del hf_model

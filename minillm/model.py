@@ -164,26 +164,31 @@ class LlamaModel(nn.Module):
             return self.lm_head(h).float()                                 # [S, V]
         return linear(h, self.embed_tokens.weight, packed=self.lm_head_packed).float()
 
-    def pack_weights(self) -> "LlamaModel":
-        """Pack every projection for the CPU's matmul kernels (no-op elsewhere)."""
+    def pack_weights(self, full_batch: int | None = None) -> "LlamaModel":
+        """Pack every projection for the CPU's matmul kernels (no-op elsewhere);
+        `full_batch`: the engine's batch slots, the row count worth a copy of its own
+        (see packed_linear.py)."""
         for module in self.modules():
             if isinstance(module, Linear):
-                module.pack()
+                module.pack(full_batch)
         weight = self.embed_tokens.weight
-        self.lm_head_packed = (PackedWeight(weight) if self.tied and PackedWeight.supported(weight)
-                               else None)
+        self.lm_head_packed = (PackedWeight(weight, full_batch=full_batch)
+                               if self.tied and PackedWeight.supported(weight) else None)
         return self
 
     @classmethod
     def from_hf(cls, hf_model, dtype: torch.dtype | None = None,
-                device: torch.device | str | None = None) -> "LlamaModel":
-        """Copy a transformers LlamaForCausalLM's weights into minillm's layout."""
+                device: torch.device | str | None = None,
+                full_batch: int | None = None) -> "LlamaModel":
+        """Copy a transformers LlamaForCausalLM's weights into minillm's layout (packed
+        for the CPU: `pack_weights(full_batch)`)."""
         cfg = hf_model.config
         model = cls(cfg)
         src = hf_model.state_dict()
         model.load_state_dict(_convert_state_dict(src, cfg, model.tied))
         param_dtype = dtype or next(hf_model.parameters()).dtype
-        return model.to(device=device or "cpu", dtype=param_dtype).eval().pack_weights()
+        model = model.to(device=device or "cpu", dtype=param_dtype).eval()
+        return model.pack_weights(full_batch)
 
 
 def _convert_state_dict(src: dict, cfg, tied: bool) -> dict:

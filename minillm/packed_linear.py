@@ -7,14 +7,21 @@ any number of rows by it: the same products in a different summation order, so r
 agree with `F.linear` to float rounding. It costs a second copy of the weights in
 memory. What it buys on the course machine is measured in `minillm/PERFORMANCE.md`.
 
-One exception, also measured there: an fp32 product with only one to three rows (a
-decode step of one to three sequences) is a matrix-*vector* product, limited by how
-fast the weights stream in, and on an Intel CPU MKL's kernel is the faster reader — so
-there such a call skips the packed copy. On the AMD CPUs measured, MKL was 2-4× slower
-than the packed kernel at those rows, so every row count is packed.
+Two exceptions on Intel CPUs, in fp32, both measured there:
 
-`Linear` is an `nn.Linear` whose weight can be packed (`pack()`); `linear` is the
-function both it and the tied `lm_head` call. Off the CPU, or without oneDNN, every call
+* a product with only one to three rows (a decode step of one to three sequences) is a
+  matrix-*vector* product, limited by how fast the weights stream in, and MKL's kernel
+  behind `F.linear` is the faster reader — so such a call skips the packed copy;
+* a product with exactly the engine's full decode batch of rows (`max_num_seqs`, the
+  most common step of a busy engine) goes through a third copy, packed by MKL itself
+  for exactly that many rows: MKL's packed GEMM is faster there than oneDNN's, and its
+  call costs ~4 µs against ~19 µs. Its results are `F.linear`'s to the bit.
+
+On the AMD CPUs measured, MKL was 2-4× slower than the packed kernel at one to three
+rows, so there every row count takes the oneDNN copy.
+
+`Linear` is an `nn.Linear` whose weight can be packed (`pack(full_batch)`); `linear` is
+the function both it and the tied `lm_head` call. Off the CPU, or without oneDNN, every call
 is plain `F.linear`.
 """
 
@@ -51,6 +58,10 @@ class PackedWeight:
     kernels, and then multiply any number of rows by it. Same products, different
     summation order: results agree with `F.linear` to float rounding (~1e-6 relative).
 
+    On an Intel CPU in fp32, given `full_batch` (the engine's `max_num_seqs`), it also
+    keeps `mkl`: the weight packed by MKL for products of exactly `full_batch` rows
+    (`mkl_rows`; PyTorch's `mkl._mkl_linear` uses such a copy only at that row count).
+
     The copy remembers which tensor it was made from: if the weight is replaced or
     modified in place, `matches` turns False and `linear` falls back to `F.linear`.
     """
@@ -63,23 +74,43 @@ class PackedWeight:
     # (all measured: PERFORMANCE.md, change 5).
     MIN_ROWS_ON_INTEL = {torch.float32: 4, torch.bfloat16: 1}
 
-    def __init__(self, weight: torch.Tensor, vendor: str | None = None):
+    def __init__(self, weight: torch.Tensor, vendor: str | None = None,
+                 full_batch: int | None = None):
+        vendor = cpu_vendor() if vendor is None else vendor
         self.source = _identity(weight)
-        self.min_rows = self.min_rows_for(weight.dtype, cpu_vendor() if vendor is None else vendor)
+        self.min_rows = self.min_rows_for(weight.dtype, vendor)
         self.data = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.ROWS_HINT)
+        self.mkl_rows = self.mkl_rows_for(weight, vendor, full_batch)     # 0: no MKL copy
+        self.mkl = (torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), self.mkl_rows)
+                    if self.mkl_rows else None)
 
     def matches(self, weight: torch.Tensor) -> bool:
         return _identity(weight) == self.source
 
-    def serves(self, x: torch.Tensor, weight: torch.Tensor) -> bool:
-        """Whether `x @ weight.T` should go through this copy: the weight is still the
-        one packed, and `x` has enough rows for the packed kernel to win."""
-        return x.shape[0] >= self.min_rows and self.matches(weight)
+    def kernel_for(self, x: torch.Tensor, weight: torch.Tensor) -> str:
+        """Which kernel computes `x @ weight.T`: "mkl" (exactly `mkl_rows` rows), "onednn"
+        (at least `min_rows` rows), or "F.linear" (fewer rows, or a weight that is no
+        longer the one packed)."""
+        if not self.matches(weight):
+            return "F.linear"
+        rows = x.shape[0]
+        if rows == self.mkl_rows:
+            return "mkl"
+        return "onednn" if rows >= self.min_rows else "F.linear"
 
     @classmethod
     def min_rows_for(cls, dtype: torch.dtype, vendor: str) -> int:
         """The fewest rows the packed copy serves, on a CPU of this maker."""
         return cls.MIN_ROWS_ON_INTEL[dtype] if vendor == "GenuineIntel" else 1
+
+    @classmethod
+    def mkl_rows_for(cls, weight: torch.Tensor, vendor: str, full_batch: int | None) -> int:
+        """The row count the MKL copy is packed for: the full batch, where it is worth a
+        copy (Intel, fp32, MKL present, more rows than go to `F.linear` anyway); else 0."""
+        worth_it = (full_batch is not None and vendor == "GenuineIntel"
+                    and weight.dtype == torch.float32 and torch.backends.mkl.is_available()
+                    and full_batch >= cls.min_rows_for(weight.dtype, vendor))
+        return full_batch if worth_it else 0
 
     @staticmethod
     def supported(weight: torch.Tensor) -> bool:
@@ -94,9 +125,12 @@ def _identity(weight: torch.Tensor) -> tuple:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            packed: PackedWeight | None = None) -> torch.Tensor:
-    """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], through the packed copy when it
-    serves (still valid, and enough rows)."""
-    if packed is not None and packed.serves(x, weight):
+    """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], by the kernel the packed copy
+    picks (`PackedWeight.kernel_for`)."""
+    kernel = "F.linear" if packed is None else packed.kernel_for(x, weight)
+    if kernel == "mkl":
+        return torch.ops.mkl._mkl_linear(x, packed.mkl, weight, bias, x.shape[0])
+    if kernel == "onednn":
         return torch.ops.mkldnn._linear_pointwise(x, packed.data, bias, "none", [], "")
     return F.linear(x, weight, bias)
 
@@ -106,8 +140,9 @@ class Linear(nn.Linear):
 
     packed: PackedWeight | None = None
 
-    def pack(self) -> None:
-        self.packed = PackedWeight(self.weight) if PackedWeight.supported(self.weight) else None
+    def pack(self, full_batch: int | None = None) -> None:
+        self.packed = (PackedWeight(self.weight, full_batch=full_batch)
+                       if PackedWeight.supported(self.weight) else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias, self.packed)

@@ -28,7 +28,7 @@ def test_on_intel_fp32_matrix_vector_products_skip_the_packed_copy(rows):
     weight = _weight(torch.float32)
     packed = PackedWeight(weight, vendor="GenuineIntel")
     x = _rows(rows, torch.float32)
-    assert not packed.serves(x, weight)
+    assert packed.kernel_for(x, weight) == "F.linear"
     assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
 
 
@@ -43,7 +43,7 @@ def test_packed_copy_serves_from_its_row_threshold(vendor, dtype, rows):
     weight = _weight(dtype)
     packed = PackedWeight(weight, vendor=vendor)
     x = _rows(rows, dtype)
-    assert packed.serves(x, weight)
+    assert packed.kernel_for(x, weight) == "onednn"
     expected = F.linear(x.float(), weight.float())
     # fp32: summation order only; bf16: the output's own rounding (8 bits of mantissa)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
@@ -56,7 +56,52 @@ def test_a_weight_changed_in_place_falls_back_to_f_linear():
     packed = PackedWeight(weight)
     weight.mul_(2.0)                       # the packed copy now holds stale values
     x = _rows(16, torch.float32)
-    assert not packed.serves(x, weight)
+    assert packed.kernel_for(x, weight) == "F.linear"
+    assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
+
+
+mkl = pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="needs PyTorch's MKL")
+
+
+@mkl
+@pytest.mark.parametrize("rows", [16, 4])
+def test_on_intel_fp32_the_full_batch_takes_mkls_copy_and_equals_f_linear(rows):
+    """Exactly `full_batch` rows in fp32 on an Intel CPU: MKL's packed GEMM, whose
+    result is F.linear's to the bit (the same MKL kernels, no reordered sums); one row
+    more or fewer takes the oneDNN copy."""
+    weight = _weight(torch.float32)
+    packed = PackedWeight(weight, vendor="GenuineIntel", full_batch=rows)
+    assert packed.mkl_rows == rows
+    for n, kernel in ((rows, "mkl"), (rows - 1, "onednn" if rows > 4 else "F.linear"),
+                      (rows + 1, "onednn")):
+        x = _rows(n, torch.float32)
+        assert packed.kernel_for(x, weight) == kernel
+        if kernel != "onednn":
+            assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
+
+
+@mkl
+@pytest.mark.parametrize("vendor, dtype, full_batch", [
+    ("AuthenticAMD", torch.float32, 16), ("", torch.float32, 16),
+    ("GenuineIntel", torch.bfloat16, 16), ("GenuineIntel", torch.float32, 3),
+    ("GenuineIntel", torch.float32, None)])
+def test_no_mkl_copy_where_it_is_not_worth_one(vendor, dtype, full_batch):
+    """Only Intel (measured there), only fp32 (MKL's packed GEMM has no bf16), and only
+    for a full batch that would not go to F.linear anyway; else no third copy."""
+    weight = _weight(dtype)
+    packed = PackedWeight(weight, vendor=vendor, full_batch=full_batch)
+    assert packed.mkl is None and packed.mkl_rows == 0
+    x = _rows(16 if full_batch is None else full_batch, dtype)
+    assert packed.kernel_for(x, weight) != "mkl"
+
+
+@mkl
+def test_a_weight_changed_in_place_leaves_the_mkl_copy_too():
+    weight = _weight(torch.float32)
+    packed = PackedWeight(weight, vendor="GenuineIntel", full_batch=16)
+    weight.mul_(2.0)
+    x = _rows(16, torch.float32)
+    assert packed.kernel_for(x, weight) == "F.linear"
     assert torch.equal(linear(x, weight, packed=packed), F.linear(x, weight))
 
 

@@ -17,6 +17,7 @@ from the first commit. `minillm/PERFORMANCE.md` quotes its numbers.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import tempfile
@@ -83,10 +84,14 @@ def filled_cache(hf_config, num_blocks: int, dtype: torch.dtype) -> list:
 class Contender:
     """One version ready to step: its model, its attention backend, its own KV copy."""
 
-    def __init__(self, version: Version, hf, dtype: torch.dtype, cache: list):
+    def __init__(self, version: Version, hf, dtype: torch.dtype, cache: list,
+                 max_num_seqs: int = 16):
         self.version = version
         self.vocab_size = hf.config.vocab_size
-        self.model = version.model.from_hf(hf, dtype=dtype)
+        # the engine's batch slots, for versions whose weights are packed for them
+        knobs = ({"full_batch": max_num_seqs}
+                 if "full_batch" in inspect.signature(version.model.from_hf).parameters else {})
+        self.model = version.model.from_hf(hf, dtype=dtype, **knobs)
         self.backend = version.attention()
         self.kv = [(k.clone(), v.clone()) for k, v in cache]
 
@@ -100,13 +105,13 @@ class Contender:
 
 
 def compare(versions: list[Version], hf, contexts: list[int], dtype: torch.dtype,
-            rounds: int) -> dict:
+            rounds: int, max_num_seqs: int = 16) -> dict:
     """Every version's decode step, alternating rounds: {name: {"rounds": [s, ...],
     "max_logit_diff": …, "ratio": first / this}} (ratio and diff against the first)."""
     from minillm.kv_cache.allocator import cdiv
     num_blocks = sum(cdiv(c + 1, BLOCK_SIZE) for c in contexts) + 4
     cache = filled_cache(hf.config, num_blocks, dtype)
-    contenders = {v.name: Contender(v, hf, dtype, cache) for v in versions}
+    contenders = {v.name: Contender(v, hf, dtype, cache, max_num_seqs) for v in versions}
     for c in contenders.values():                     # warm-up
         c.step(contexts, num_blocks)
     first = versions[0].name
@@ -133,6 +138,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--context", default="128",
                         help='tokens cached per sequence: "128", or a list such as "1000,60x15"')
     parser.add_argument("--rounds", type=positive_int, default=20)
+    parser.add_argument("--max-num-seqs", type=positive_int, default=16,
+                        help="the engine's batch slots (weights may be packed for that many rows)")
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--model", default="smollm2-135m")
@@ -152,9 +159,11 @@ def main(argv=None) -> int:
     load_start = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         versions = [load_version(commit, Path(tmp)) for commit in args.commits]
-        results = compare(versions, hf, contexts, getattr(torch, args.dtype), args.rounds)
+        results = compare(versions, hf, contexts, getattr(torch, args.dtype), args.rounds,
+                          args.max_num_seqs)
     first = args.commits[0]
-    print(f"decode step, batch {len(contexts)}, context {args.context}, {args.dtype}, "
+    print(f"decode step, batch {len(contexts)} (max_num_seqs {args.max_num_seqs}), "
+          f"context {args.context}, {args.dtype}, "
           f"{args.threads} threads, {args.rounds} rounds alternating; load average "
           f"{load_start} at start, {load_average()} at end")
     for name, r in results.items():
