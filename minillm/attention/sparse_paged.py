@@ -12,7 +12,10 @@ that stores only its non-zero entries and their column numbers:
   (sequence, query head): that *is* the block table, re-indexed.
 * The scores are `Q · K_rowsᵀ`, but only where `A` has an entry: a
   *sampled* matrix product (SDDMM), `torch.sparse.sampled_addmm(A, Q, K_rows.T)`.
-  It reads each key row where it lies; nothing is copied.
+  It reads each key row where it lies; nothing is copied. It computes
+  `beta · A + alpha · (Q · K_rowsᵀ at A's entries)`, so with A's values set to the mask
+  (0 for a key the query may see, -inf for padding) and `beta=1` it adds the mask
+  itself, and with `out=A` it writes the scores over A's values: no new tensor.
 * softmax over each row's entries gives the weights `P` (same pattern as `A`).
 * The output is `P · V_rows`: for each row, a weighted sum of the value rows it lists.
   That is exactly what `F.embedding_bag(cols, V_rows, per_sample_weights=P, mode="sum")`
@@ -65,7 +68,9 @@ class _SparseDecodeGroup(_DecodeGroup):
     at the first layer (which tells the head counts), reused by the others:
 
     * `cols` [G·Hq, L]: the cache row each query head reads at each position;
-    * `pattern`: the sparse matrix [G·Hq, slots·Hkv] with those columns (values unused).
+    * `pattern`: the sparse matrix [G·Hq, slots·Hkv] with those columns; each layer
+      writes its scores into the pattern's values, which start from
+    * `mask_values` [G·Hq·L]: the additive mask of every entry (0 or -inf).
     """
 
     pattern: torch.Tensor | None = None
@@ -81,10 +86,11 @@ class _SparseDecodeGroup(_DecodeGroup):
         q = self.queries(q)                                               # [G, Hq, D]
         k_rows = k_cache.view(-1, head_dim)                              # [slots·Hkv, D]
         v_rows = v_cache.view(-1, head_dim)
-        scores = torch.sparse.sampled_addmm(self.pattern, q.reshape(G * num_heads, head_dim),
-                                            k_rows.t(), beta=0.0, alpha=scale)
-        scores = scores.values().view(G, num_heads, L) + self.mask(q.dtype).view(G, 1, L)
-        weights = scores.softmax(-1).view(G * num_heads, L)                # [G·Hq, L]
+        scores = self.pattern.values()                                   # [G·Hq·L], shared
+        scores.copy_(self.mask_values)                 # start from the mask: 0 or -inf
+        torch.sparse.sampled_addmm(self.pattern, q.reshape(G * num_heads, head_dim), k_rows.t(),
+                                   beta=1.0, alpha=scale, out=self.pattern)   # mask + q·k
+        weights = scores.view(G * num_heads, L).softmax(-1)                # [G·Hq, L]
         out = F.embedding_bag(self.cols, v_rows, mode="sum", per_sample_weights=weights)
         return out.view(G, num_heads, head_dim)
 
@@ -98,9 +104,9 @@ class _SparseDecodeGroup(_DecodeGroup):
         kv_head = torch.arange(num_heads, device=device) // (num_heads // num_kv_heads)
         self.cols = (slots * num_kv_heads + kv_head.view(1, -1, 1)).view(G * num_heads, L)
         row_starts = torch.arange(0, G * num_heads * L + 1, L, device=device)   # L entries a row
+        self.mask_values = self.mask(dtype).view(G, 1, L).expand(G, num_heads, L).reshape(-1)
         with warnings.catch_warnings():     # PyTorch calls sparse CSR "beta" (once a process);
             warnings.simplefilter("ignore", UserWarning)    # what is used here is tested
             self.pattern = torch.sparse_csr_tensor(
-                row_starts, self.cols.reshape(-1),
-                torch.zeros(self.cols.numel(), dtype=dtype, device=device),
+                row_starts, self.cols.reshape(-1), self.mask_values.clone(),
                 size=(G * num_heads, num_blocks * block_size * num_kv_heads), check_invariants=False)
