@@ -18,7 +18,7 @@ import torch
 from minillm.flat_batch import build_flat_batch
 from minillm.runner import Runner, WallClock
 from minillm.scheduler import SchedulerOutput
-from minillm.sampler import Sampler
+from minillm.sampler import Sampler, greedy
 
 
 class ModelRunner(Runner):
@@ -60,7 +60,7 @@ class ModelRunner(Runner):
             for row, token in zip(sampling_rows, tokens):    # an Exception: that row failed
                 result[row] = token if isinstance(token, BaseException) else [token]
         if speculating_rows:            # greedy picks at the newest token and every guess
-            picks = logits[len(sampling_rows):].argmax(dim=-1).tolist()
+            picks = greedy(logits[len(sampling_rows):]).tolist()
             start = 0
             for row in speculating_rows:
                 n = plan.scheduled[row].num_drafts + 1

@@ -48,7 +48,7 @@ class Sampler:
         seeds[i] and token_indices[i] (how many tokens row i's request generated so
         far) make every draw reproducible. A row that fails does not stop the others.
         """
-        tokens = logits.argmax(dim=-1).tolist()           # greedy for every row first
+        tokens = greedy(logits).tolist()                  # greedy for every row first
         for row, p in enumerate(params):
             if p.greedy:
                 continue
@@ -57,6 +57,15 @@ class Sampler:
             except Exception as err:                       # noqa: BLE001 — reported per row
                 tokens[row] = err
         return tokens
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """The most likely token of each row: logits [S, V] → [S]; ties go to the lowest id.
+
+    `max(dim).indices` is the argmax — PyTorch documents both as returning the first
+    maximal index — and on the CPU it is 2-3× faster than `argmax` over a 49,152-wide
+    vocabulary (284 against 604 µs for 16 rows, measured: minillm/PERFORMANCE.md)."""
+    return logits.max(dim=-1).indices
 
 
 def sample_row(logits: torch.Tensor, p: SamplingParams, seed: int, index: int) -> int:

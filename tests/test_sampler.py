@@ -7,7 +7,7 @@ import torch
 
 from minillm import LLM, SamplingParams
 from minillm.tiny_llama import build_tiny_llama
-from minillm.sampler import Sampler, filter_logits
+from minillm.sampler import Sampler, filter_logits, greedy
 
 
 @pytest.mark.unit
@@ -17,6 +17,20 @@ def test_greedy_is_argmax_and_top_k_1_is_greedy():
     assert greedy == logits.argmax(-1).tolist()
     top1 = Sampler()(logits, [SamplingParams(temperature=1.0, top_k=1)] * 5, [1] * 5, [0] * 5)
     assert top1 == greedy
+
+
+@pytest.mark.unit
+def test_greedy_picks_the_first_of_tied_maxima_like_argmax():
+    """`greedy` uses max(dim).indices (faster on the CPU): on a SmolLM2-wide vocabulary
+    with ties planted it must pick what argmax picks, the lowest tied id."""
+    logits = torch.randn(16, 49152, generator=torch.Generator().manual_seed(0))
+    top = logits.max() + 1.0
+    logits[0, [7, 3, 49151]] = top                  # tie: 3 wins
+    logits[1, [49150, 49151]] = top                 # tie at the end: 49150 wins
+    logits[2] = 0.0                                 # all equal: 0 wins
+    picks = greedy(logits)
+    assert picks[:3].tolist() == [3, 49150, 0]
+    assert torch.equal(picks, logits.argmax(dim=-1))
 
 
 @pytest.mark.unit
