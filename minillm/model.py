@@ -48,34 +48,48 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:       # [T, H] → [T, H]
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        """weight · x / sqrt(mean(x²) + eps), each row on its own.
+
+        `F.rms_norm` is that formula in one call (PyTorch computes it with the same
+        ops, so the result is the written-out formula's to the bit: tests/test_forward.py).
+        In fp32 it multiplies by the weight too; in a lower precision the norm is taken
+        in fp32 and the weight multiplies *after* casting back, as transformers does."""
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
 
 
 class RotaryEmbedding(nn.Module):
-    """Precomputed cos/sin for every position up to `max_positions`."""
+    """Precomputed cos/sin for every position up to `max_positions`.
+
+    `sin` is stored with its first half negated ("signed"), which is what
+    `apply_rope` multiplies by (see there)."""
 
     def __init__(self, head_dim: int, theta: float, max_positions: int):
         super().__init__()
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
         angles = torch.arange(max_positions, dtype=torch.float32)[:, None] * inv_freq[None, :]
         angles = torch.cat([angles, angles], dim=-1)              # [P, D]
+        sin_signed = angles.sin()
+        sin_signed[:, :head_dim // 2].neg_()                      # −sin | sin
         self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("sin_signed", sin_signed, persistent=False)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype):
         """The rows for this step's positions [T], ready to broadcast over heads:
-        (cos, sin), each [T, 1, D]. Looked up once per step, shared by every layer."""
+        (cos, signed sin), each [T, 1, D]. Looked up once per step, shared by every layer."""
         return (self.cos[positions].unsqueeze(1).to(dtype),
-                self.sin[positions].unsqueeze(1).to(dtype))
+                self.sin_signed[positions].unsqueeze(1).to(dtype))
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [T, heads, D] rotated: pairs (i, i + D/2) turn by each row's angles."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, D] rotated: pairs (i, i + D/2) turn by each row's angles.
+
+    With x = (x₁ | x₂), its two halves, the rotation is
+    (x₁·cos − x₂·sin | x₂·cos + x₁·sin) — "rotate half". `x.roll(D/2)` is (x₂ | x₁), and
+    `sin_signed` is (−sin | sin), so the second term is one product: three ops and a
+    roll, and exactly the same roundings as writing the halves out."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin_signed
 
 
 class Attention(nn.Module):
@@ -88,13 +102,13 @@ class Attention(nn.Module):
         self.scale = head_dim ** -0.5
 
     def forward(self, x, rope, layer_cache, meta, backend) -> torch.Tensor:
-        """x [T, H]; rope = (cos, sin) of this step's positions (see RotaryEmbedding)."""
+        """x [T, H]; rope = (cos, signed sin) of this step's positions (RotaryEmbedding)."""
         T, Hq, Hkv, D = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
-        qkv = self.qkv_proj(x)                                    # [T, (Hq + 2·Hkv)·D]
+        qkv = self.qkv_proj(x).view(T, Hq + 2 * Hkv, D)          # [T, Hq + 2·Hkv, D]
         # queries and keys are neighbours in the fused output: rotate them in one go
-        qk = apply_rope(qkv[:, :self.q_size + self.kv_size].view(T, Hq + Hkv, D), *rope)
+        qk = apply_rope(qkv[:, :Hq + Hkv], *rope)                # [T, Hq + Hkv, D]
         q, k = qk.split([Hq, Hkv], dim=1)                         # [T, Hq, D], [T, Hkv, D]
-        v = qkv[:, self.q_size + self.kv_size:].view(T, Hkv, D)  # [T, Hkv, D]
+        v = qkv[:, Hq + Hkv:]                                     # [T, Hkv, D]
         k_cache, v_cache = layer_cache
         out = backend(q, k, v, k_cache, v_cache, meta, self.scale)         # [T, Hq, D]
         return self.o_proj(out.reshape(T, self.q_size))                    # [T, H]

@@ -124,7 +124,7 @@ def test_flat_batch_differs_if_positions_are_wrong():
     hf = build_tiny_llama(seed=0)
     model = LlamaModel.from_hf(hf)
     model.rope.cos = torch.roll(model.rope.cos, 1, dims=0)
-    model.rope.sin = torch.roll(model.rope.sin, 1, dims=0)
+    model.rope.sin_signed = torch.roll(model.rope.sin_signed, 1, dims=0)
     assert max_rel_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], SparseAttention()) > 1e-3
 
 
@@ -174,3 +174,36 @@ def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2):
     print(f"relative logit error vs fp32: minillm bf16 {err_ours:.2e}, transformers bf16 "
           f"{err_hf:.2e} (ratio {err_ours / err_hf:.2f}, bound {BF16_ERROR_RATIO})")
     assert err_ours <= BF16_ERROR_RATIO * err_hf
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_is_the_written_out_formula_to_the_bit(dtype):
+    """`RMSNorm` calls `F.rms_norm`; it must round exactly as transformers' formula:
+    in fp32 the norm, then the weight after casting back to the model's dtype."""
+    from minillm.model import RMSNorm
+    g = torch.Generator().manual_seed(0)
+    norm = RMSNorm(576, 1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(1 + 0.1 * torch.randn(576, generator=g))
+    norm = norm.to(dtype)
+    x = (3 * torch.randn(16, 576, generator=g)).to(dtype)
+    x32 = x.float()
+    formula = norm.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(dtype)
+    assert torch.equal(norm(x), formula)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_is_rotate_half_to_the_bit(dtype):
+    """`apply_rope` multiplies a roll of x by sin with its first half negated; it must
+    give exactly x·cos + (−x₂ | x₁)·sin, the rotate-half formula of transformers."""
+    from minillm.model import RotaryEmbedding, apply_rope
+    rope = RotaryEmbedding(64, 10000.0, 512)
+    positions = torch.tensor([0, 5, 17, 300, 511])
+    x = torch.randn(5, 12, 64, generator=torch.Generator().manual_seed(1)).to(dtype)
+    cos, sin_signed = rope.cos_sin(positions, dtype)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2).float() / 64))
+    angles = positions[:, None].float() * inv_freq
+    sin = torch.cat([angles, angles], dim=-1).sin().unsqueeze(1).to(dtype)    # [5, 1, 64]
+    assert torch.equal(sin_signed, torch.cat([-sin[..., :32], sin[..., 32:]], dim=-1))
+    rotated = torch.cat([-x[..., 32:], x[..., :32]], dim=-1)
+    assert torch.equal(apply_rope(x, cos, sin_signed), x * cos + rotated * sin)

@@ -67,7 +67,8 @@ class _SparseDecodeGroup(_DecodeGroup):
     first nb blocks of each member) and the mask of keys past each member's end. Built
     at the first layer (which tells the head counts), reused by the others:
 
-    * `cols` [G·Hq, L]: the cache row each query head reads at each position;
+    * `cols` [G·Hq, L]: the cache row each query head reads at each position (also
+      flat, `flat_cols`, with each row's start, `bag_starts`: the embedding bag's input);
     * `pattern`: the sparse matrix [G·Hq, slots·Hkv] with those columns; each layer
       writes its scores into the pattern's values, which start from
     * `mask_values` [G·Hq·L]: the additive mask of every entry (0 or -inf).
@@ -91,7 +92,8 @@ class _SparseDecodeGroup(_DecodeGroup):
         torch.sparse.sampled_addmm(self.pattern, q.reshape(G * num_heads, head_dim), k_rows.t(),
                                    beta=1.0, alpha=scale, out=self.pattern)   # mask + q·k
         weights = scores.view(G * num_heads, L).softmax(-1)                # [G·Hq, L]
-        out = F.embedding_bag(self.cols, v_rows, mode="sum", per_sample_weights=weights)
+        out = F.embedding_bag(self.flat_cols, v_rows, self.bag_starts, mode="sum",
+                              per_sample_weights=weights.view(-1))              # [G·Hq, D]
         return out.view(G, num_heads, head_dim)
 
     def _index(self, num_heads: int, k_cache: torch.Tensor, dtype: torch.dtype) -> None:
@@ -104,6 +106,7 @@ class _SparseDecodeGroup(_DecodeGroup):
         kv_head = torch.arange(num_heads, device=device) // (num_heads // num_kv_heads)
         self.cols = (slots * num_kv_heads + kv_head.view(1, -1, 1)).view(G * num_heads, L)
         row_starts = torch.arange(0, G * num_heads * L + 1, L, device=device)   # L entries a row
+        self.flat_cols, self.bag_starts = self.cols.view(-1), row_starts[:-1]   # the bags, flat
         self.mask_values = self.mask(dtype).view(G, 1, L).expand(G, num_heads, L).reshape(-1)
         with warnings.catch_warnings():     # PyTorch calls sparse CSR "beta" (once a process);
             warnings.simplefilter("ignore", UserWarning)    # what is used here is tested
