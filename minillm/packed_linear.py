@@ -94,7 +94,7 @@ class PackedWeight:
         if not self.matches(weight):
             return "F.linear"
         rows = x.shape[0]
-        if rows == self.mkl_rows:
+        if self.mkl_rows and rows == self.mkl_rows:
             return "mkl"
         return "onednn" if rows >= self.min_rows else "F.linear"
 

@@ -109,3 +109,17 @@ def test_this_machine_uses_its_makers_threshold():
     weight = _weight(torch.float32)
     expected = 4 if cpu_vendor() == "GenuineIntel" else 1
     assert PackedWeight(weight).min_rows == expected
+
+
+@pytest.mark.parametrize("vendor, dtype, full_batch", [
+    ("GenuineIntel", torch.float32, 16), ("GenuineIntel", torch.float32, None),
+    ("GenuineIntel", torch.bfloat16, None), ("AuthenticAMD", torch.float32, 16)])
+def test_zero_rows_give_an_empty_product(vendor, dtype, full_batch):
+    """A step in which no sequence samples (every row a mid-prompt chunk) hands the
+    lm_head zero rows: F.linear's empty result, never a packed kernel (no copy has a
+    row count of zero, even where there is no MKL copy and `mkl_rows` is 0)."""
+    weight = _weight(dtype)
+    packed = PackedWeight(weight, vendor=vendor, full_batch=full_batch)
+    x = _rows(0, dtype)
+    assert packed.kernel_for(x, weight) == "F.linear"
+    assert linear(x, weight, packed=packed).shape == (0, weight.shape[0])
