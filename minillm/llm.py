@@ -29,7 +29,7 @@ import torch
 from minillm.attention import make_attention_backend
 from minillm.checks import check_bool, check_int
 from minillm.config import EngineConfig, build_engine, dtype_name
-from minillm.cpu_malloc import keep_freed_memory
+from minillm.cpu_malloc import keep_freed_memory, release_freed_memory
 from minillm.device import resolve_device, resolve_dtype
 from minillm.kv_cache.tensors import allocate_kv_cache, kv_bytes_per_token
 from minillm.model import LlamaModel
@@ -57,6 +57,7 @@ class LLM:
         self.device = resolve_device(config.device)
         if self.device.type == "cpu":
             keep_freed_memory()         # reuse freed tensor memory: fewer page faults a step
+            release_freed_memory()      # ...but give back what engines freed before it kept
         dtype = _torch_dtype(config.dtype, self.device)
         backend_name = resolve_backend(config.attention_backend, self.device)
         backend = make_attention_backend(backend_name)

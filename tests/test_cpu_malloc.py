@@ -1,4 +1,5 @@
-"""`keep_freed_memory`: freed tensor memory is reused instead of mapped again.
+"""`keep_freed_memory`: freed tensor memory is reused instead of mapped again;
+`release_freed_memory`: and handed back to the system when an engine is built.
 
 Each check runs in a fresh Python process, since the setting is process-wide and
 glibc's thresholds adapt to what a process has already allocated."""
@@ -58,8 +59,35 @@ def test_without_glibc_it_does_nothing(monkeypatch):
         cpu_malloc.keep_freed_memory.cache_clear()
 
 
-def test_an_engine_on_the_cpu_sets_it(monkeypatch):
+def test_an_engine_on_the_cpu_sets_it_and_releases_first(monkeypatch):
     calls = []
-    monkeypatch.setattr(minillm.llm, "keep_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(minillm.llm, "keep_freed_memory", lambda: calls.append("keep"))
+    monkeypatch.setattr(minillm.llm, "release_freed_memory", lambda: calls.append("release"))
+    monkeypatch.setattr(minillm.llm.LlamaModel, "from_hf",
+                        wrap_recording(minillm.llm.LlamaModel.from_hf, calls))
     minillm.llm.LLM(build_tiny_llama(seed=0), device="cpu", num_kv_blocks=8, max_num_seqs=2)
-    assert calls == [1]
+    assert calls == ["keep", "release", "build"]
+
+
+def wrap_recording(from_hf, calls):
+    def recorded(*args, **kwargs):
+        calls.append("build")
+        return from_hf(*args, **kwargs)
+    return recorded
+
+
+def test_release_is_malloc_trim_of_zero(monkeypatch):
+    """What it gives back depends on how the heap lies (measured on engines and lessons
+    in minillm/PERFORMANCE.md); what it must do is call glibc's malloc_trim(0)."""
+    trims = []
+
+    class FakeGlibc:
+        def malloc_trim(self, pad):
+            trims.append(pad)
+            return 1
+
+    monkeypatch.setattr(cpu_malloc, "_glibc", FakeGlibc)
+    assert cpu_malloc.release_freed_memory() is True
+    assert trims == [0]
+    monkeypatch.setattr(cpu_malloc, "_glibc", lambda: None)
+    assert cpu_malloc.release_freed_memory() is False
