@@ -13,16 +13,18 @@ faults per run; with the settings below, ~6 000–10 000, for a run ~2 % faster
 `keep_freed_memory()` fixes both thresholds once, with glibc's `mallopt`: blocks up to
 32 MiB come from the heap, and up to 64 MiB of freed heap stays mapped for reuse.
 Larger tensors (the 113 MB vocabulary matrix, say) are still mapped on their own.
+vLLM's CPU build gets the same effect another way: it preloads tcmalloc into its worker
+(`vllm/platforms/cpu.py`).
 
 The price: glibc trims only the *top* of its heap, so when a whole engine is freed (its
 weights and packed copies are hundreds of heap blocks of a few MB), the free space in the
-middle of the heap stays mapped — ~2 GB for one SmolLM2 engine in fp32, measured. A
+middle of the heap stays mapped — ~1.4 GB of one SmolLM2 engine in fp32, measured. A
 notebook that builds engine after engine would keep every old one's memory.
 `release_freed_memory()` (glibc's `malloc_trim(0)`) hands those free pages back; `LLM`
 calls it before it builds an engine (never during a step), so `llm = LLM(...)` run
-again holds at most the old engine and the new one, not every engine built so far. vLLM's CPU build gets the same effect another way: it preloads tcmalloc
-into its worker (`vllm/platforms/cpu.py`). Elsewhere than glibc (macOS, musl) this
-does nothing.
+again holds at most the old engine and the new one, not every engine built so far.
+
+Elsewhere than glibc (macOS, musl) both do nothing.
 """
 
 from __future__ import annotations
