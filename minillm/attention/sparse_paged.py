@@ -26,9 +26,10 @@ For example, a sequence of 20 tokens in blocks [7, 2] (block size 16) has slots
 112 … 127 and 32 … 35; with 3 K/V heads its query heads of K/V head 1 list the rows
 `slot · 3 + 1` = 337, 340, …, 106. Decodes are still cut into groups of similar length
 (`torch_paged.split_by_length`, with the torch backend's cost of a group, 40 blocks;
-here a padded block costs about two thirds as much, so a higher cost would likely fit
-better — not tuned): a row of `A` is padded to its group's longest member, and the padding (the
-tail of the last block, or block-table padding) gets -inf scores, so weight 0. The KV
+here a padded block costs about two thirds as much, but a cost of 400 — fewer, more
+padded groups — measured no faster: PERFORMANCE.md, "Tried and not kept"): a row of `A`
+is padded to its group's longest member, and the padding (the tail of the last block,
+or block-table padding) gets -inf scores, so weight 0. The KV
 write and the prefill chunks (queries that attend to each other causally) are the torch
 backend's, unchanged.
 
