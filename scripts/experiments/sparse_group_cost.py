@@ -6,9 +6,8 @@ a fixed `group_cost` (in blocks) for its extra calls, padding costs its blocks. 
 value, 40, was measured for the torch backend, whose padding is a gathered copy; in the
 sparse backend a padded block costs less, so a higher cost (fewer groups) might fit
 better. One `LLM` (the default sparse backend) runs the bench's peers workload with each
-cost in turn, order reversed every other round; printed: wall seconds per round, the
-median per-round ratio against the first cost, and the groups of the 16-decode steps."""
-import collections
+cost in turn, alternating as the bench does (`minillm.bench.ab.alternate`); printed per
+cost: wall seconds per round, and the median per-round speed against the first cost."""
 import statistics
 import sys
 import time
@@ -16,6 +15,7 @@ import time
 import torch
 
 from minillm import LLM, SamplingParams
+from minillm.bench.ab import alternate, paired_ratios
 from minillm.bench.peers import peer_output_lengths, peer_prompts
 
 
@@ -24,22 +24,25 @@ def main(dtype: str, rounds: int, costs: list[int]) -> None:
     llm = LLM(max_num_seqs=16, dtype=dtype)
     backend = llm.llm_engine.runner.backend
     prompts = [{"prompt_token_ids": p} for p in peer_prompts(llm.tokenizer)]
-    lens = peer_output_lengths()
-    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lens]
+    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+              for n in peer_output_lengths()]
     llm.generate(prompts[:16], SamplingParams(max_tokens=2, ignore_eos=True), use_tqdm=False)
-    walls = collections.defaultdict(list)
-    for r in range(rounds):
-        for cost in (costs if r % 2 == 0 else costs[::-1]):
+
+    def run_with(cost: int):
+        def run() -> dict:
             backend.group_cost = cost
             start = time.perf_counter()
             llm.generate(prompts, params, use_tqdm=False)
-            walls[cost].append(time.perf_counter() - start)
-    base = costs[0]
+            return {"wall_s": time.perf_counter() - start}
+        return run
+
+    results = alternate({cost: run_with(cost) for cost in costs}, rounds)
     for cost in costs:
-        ratios = [b / w for b, w in zip(walls[base], walls[cost])]
-        print(f"group cost {cost:5d}: wall {', '.join(f'{w:.2f}' for w in walls[cost])} s; "
-              f"speed vs {base}: {statistics.median(ratios):.3f} "
-              f"(rounds {', '.join(f'{x:.3f}' for x in ratios)})")
+        speed = paired_ratios(results, costs[0], cost, "wall_s")     # base time / this time
+        walls = ", ".join(f"{r['wall_s']:.2f}" for r in results[cost])
+        print(f"group cost {cost:5d}: wall {walls} s; "
+              f"speed vs {costs[0]}: {statistics.median(speed):.3f} "
+              f"(rounds {', '.join(f'{x:.3f}' for x in speed)})")
 
 
 if __name__ == "__main__":
