@@ -29,9 +29,8 @@ For example, a sequence of 20 tokens in blocks [7, 2] (block size 16) has slots
 here a padded block costs about two thirds as much, but a cost of 400 — fewer, more
 padded groups — measured no faster: PERFORMANCE.md, "Tried and not kept"): a row of `A`
 is padded to its group's longest member, and the padding (the tail of the last block,
-or block-table padding) gets -inf scores, so weight 0. The KV
-write and the prefill chunks (queries that attend to each other causally) are the torch
-backend's, unchanged.
+or block-table padding) gets -inf scores, so weight 0. The KV write and the prefill
+chunks (queries that attend to each other causally) are the torch backend's, unchanged.
 
 What reading in place saves, measured on the course machine: `minillm/PERFORMANCE.md`
 (change 6) and lesson 07 (section 6). PyTorch's CPU `sampled_addmm` has kernels for

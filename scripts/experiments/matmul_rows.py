@@ -1,10 +1,10 @@
 """Issue 18, change 5 in minillm/PERFORMANCE.md. Run:
-    .venv/bin/python scripts/experiments/matmul_rows.py
+    .venv/bin/python scripts/experiments/matmul_rows.py [ROWS ...]
 
 The 120 layer matmuls of one SmolLM2-135M step (random weights of its shapes: fused QKV
 960×576, output 576×576, fused gate/up 3072×576, down 576×1536; 30 layers) at a few
-small row counts, through `F.linear` (MKL in fp32, oneDNN in bf16) and through the
-packed oneDNN copy `PackedWeight` makes. Rounds alternate between the two in one
+small row counts (1-6 and 8, or the ones given), through `F.linear` (MKL in fp32, oneDNN
+in bf16) and through the packed oneDNN copy `PackedWeight` makes. Rounds alternate between the two in one
 process (order reversed every other round); the median of 11 is printed. Where
 `F.linear` wins is where `PackedWeight.min_rows_for` sends the call (on Intel CPUs only;
 elsewhere every row count is packed, as measured on two AMD machines).
@@ -12,6 +12,7 @@ elsewhere every row count is packed, as measured on two AMD machines).
 Only torch is imported, so `matmul_vs_vllm.py` (run in vLLM's virtualenv) reuses the
 shapes and the timer from here.
 """
+import sys
 import time
 
 import torch
@@ -46,17 +47,17 @@ def median_step_ms(calls: dict, weights, rows: int, rounds: int) -> dict[str, fl
     return {name: sorted(t)[rounds // 2] * 1e3 for name, t in times.items()}
 
 
-def main():
+def main(row_counts=ROWS):
     torch.manual_seed(0)
     torch.set_num_threads(2)
     for dtype in (torch.float32, torch.bfloat16):
         weights = layer_weights(dtype)
         calls = {"F.linear": lambda j, x: F.linear(x, weights[j]), "packed": packed_call(weights)}
-        for rows in ROWS:
+        for rows in row_counts:
             ms = median_step_ms(calls, weights, rows, rounds=11)
             print(f"{str(dtype):15s} {rows} rows: F.linear {ms['F.linear']:5.1f} ms, "
                   f"packed {ms['packed']:5.1f} ms", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(tuple(int(arg) for arg in sys.argv[1:]) or ROWS)
