@@ -38,11 +38,36 @@ from minillm.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
 
 
-def resolve_backend(name: str, device: torch.device) -> str:
-    """'auto' → Triton kernels on CUDA, the in-place sparse PyTorch backend on CPU."""
-    if name == "auto":
-        return "triton" if device.type == "cuda" else "sparse"
-    return name
+def resolve_backend(name: str, device: torch.device, dtype: torch.dtype | None = None,
+                    model_config=None) -> str:
+    """'auto' → Triton kernels on CUDA; on CPU the C++ kernels ("cpp") where they compile
+    and fit the model (`dtype`, head counts and size from `model_config`), else the
+    in-place sparse PyTorch backend. An explicit 'cpp' that cannot run is a ValueError."""
+    if name not in ("auto", "cpp"):
+        return name
+    if device.type == "cuda":
+        if name == "cpp":
+            raise ValueError("attention_backend='cpp' runs on the CPU, not on CUDA: use "
+                             "'triton' (or 'auto') on a GPU")
+        return "triton"
+    reason = _cpp_unsupported(dtype, model_config)
+    if reason and name == "cpp":
+        raise ValueError(f"attention_backend='cpp' cannot run this model: {reason}. Use "
+                         "attention_backend='sparse' (plain PyTorch) instead.")
+    return "sparse" if reason else "cpp"
+
+
+def _cpp_unsupported(dtype, model_config) -> str | None:
+    """Why the C++ kernels cannot run here (None: they can)."""
+    from minillm.cpu_kernels import CpuKernels, unavailable_reason
+    if model_config is not None:
+        heads, kv_heads = model_config.num_attention_heads, model_config.num_key_value_heads
+        head_dim = (getattr(model_config, "head_dim", None)
+                    or model_config.hidden_size // heads)
+        reason = CpuKernels.unsupported(dtype or torch.float32, heads, kv_heads, head_dim)
+        if reason:
+            return reason
+    return unavailable_reason()
 
 
 class LLM:
@@ -59,10 +84,11 @@ class LLM:
             keep_freed_memory()         # reuse freed tensor memory: fewer page faults a step
             release_freed_memory()      # ...but give back what engines freed before it kept
         dtype = _torch_dtype(config.dtype, self.device)
-        backend_name = resolve_backend(config.attention_backend, self.device)
-        backend = make_attention_backend(backend_name)
 
         hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
+        backend_name = resolve_backend(config.attention_backend, self.device, dtype,
+                                       hf_model.config)
+        backend = make_attention_backend(backend_name)
         self.tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
         self.model = LlamaModel.from_hf(hf_model, dtype=dtype, device=self.device,
                                         full_batch=config.max_num_seqs)

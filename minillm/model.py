@@ -26,6 +26,11 @@ Speed (`minillm/PERFORMANCE.md` says what each trick bought, and how it was meas
   output).
 * On CPU every weight matrix is also kept **pre-packed** in oneDNN's blocked layout
   (`packed_linear.py`): the same products, arranged for the vector units.
+* Each residual add is done by the norm that follows it (`RMSNorm.add_and_norm`), so a
+  layer hands its MLP output to the next layer still to be added. With the "cpp"
+  attention backend (the CPU default) those add + norm pairs, RoPE and SiLU·up each run
+  as one C++ loop (`minillm/cpu_kernels/`) instead of several PyTorch ops; with the
+  "torch" and "sparse" backends the PyTorch lines below run, as written.
 
 Weights are copied from a transformers `LlamaForCausalLM`; the code is ours.
 """
@@ -57,6 +62,17 @@ class RMSNorm(nn.Module):
         if x.dtype == torch.float32:
             return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         return self.weight * F.rms_norm(x.float(), self.weight.shape, eps=self.eps).to(x.dtype)
+
+    def add_and_norm(self, x, residual, kernels=None):
+        """The residual add, then this norm: (norm(residual + x), residual + x).
+
+        x=None: nothing to add (the first layer). With the C++ kernels
+        (`minillm/cpu_kernels`) both are one loop, which writes the sum into `residual`."""
+        if kernels is not None:
+            return kernels.add_rms_norm(x, residual, self.weight, self.eps)
+        if x is not None:
+            residual = residual + x
+        return self(residual), residual
 
 
 class RotaryEmbedding(nn.Module):
@@ -101,12 +117,15 @@ class Attention(nn.Module):
         self.o_proj = Linear(self.q_size, hidden, bias=bias)
         self.scale = head_dim ** -0.5
 
-    def forward(self, x, rope, layer_cache, meta, backend) -> torch.Tensor:
+    def forward(self, x, rope, layer_cache, meta, backend, kernels=None) -> torch.Tensor:
         """x [T, H]; rope = (cos, signed sin) of this step's positions (RotaryEmbedding)."""
         T, Hq, Hkv, D = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         qkv = self.qkv_proj(x).view(T, Hq + 2 * Hkv, D)          # [T, Hq + 2·Hkv, D]
         # queries and keys are neighbours in the fused output: rotate them in one go
-        qk = apply_rope(qkv[:, :Hq + Hkv], *rope)                # [T, Hq + Hkv, D]
+        if kernels is not None:                                   # in place, one C++ loop
+            qk = kernels.rope_(qkv[:, :Hq + Hkv], *rope)
+        else:
+            qk = apply_rope(qkv[:, :Hq + Hkv], *rope)            # [T, Hq + Hkv, D]
         q, k = qk.split([Hq, Hkv], dim=1)                         # [T, Hq, D], [T, Hkv, D]
         v = qkv[:, Hq + Hkv:]                                     # [T, Hkv, D]
         k_cache, v_cache = layer_cache
@@ -121,8 +140,11 @@ class MLP(nn.Module):
         self.gate_up_proj = Linear(hidden, 2 * intermediate, bias=bias)
         self.down_proj = Linear(intermediate, hidden, bias=bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:      # SwiGLU: [T, H] → [T, H]
-        gate, up = self.gate_up_proj(x).split(self.intermediate, dim=-1)
+    def forward(self, x: torch.Tensor, kernels=None) -> torch.Tensor:   # SwiGLU: [T, H] → [T, H]
+        gate_up = self.gate_up_proj(x)                                   # [T, 2·I]
+        if kernels is not None:
+            return self.down_proj(kernels.silu_and_mul(gate_up))          # one C++ loop
+        gate, up = gate_up.split(self.intermediate, dim=-1)
         return self.down_proj(F.silu(gate) * up)
 
 
@@ -137,9 +159,14 @@ class DecoderLayer(nn.Module):
         self.post_attention_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size, bias=getattr(cfg, "mlp_bias", False))
 
-    def forward(self, h, rope, layer_cache, meta, backend):
-        h = h + self.attn(self.input_norm(h), rope, layer_cache, meta, backend)
-        return h + self.mlp(self.post_attention_norm(h))
+    def forward(self, h, pending, rope, layer_cache, meta, backend, kernels=None):
+        """h [T, H]: the residual stream; pending: the previous layer's MLP output, not
+        yet added to it (None at the first layer). Returns (h, this layer's MLP output):
+        each residual add is done together with the norm that follows it."""
+        x, h = self.input_norm.add_and_norm(pending, h, kernels)            # h += pending
+        x = self.attn(x, rope, layer_cache, meta, backend, kernels)
+        x, h = self.post_attention_norm.add_and_norm(x, h, kernels)         # h += attention
+        return h, self.mlp(x, kernels)
 
 
 class LlamaModel(nn.Module):
@@ -168,12 +195,17 @@ class LlamaModel(nn.Module):
                 kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
                 meta: AttentionMetadata, logits_indices: torch.Tensor,
                 backend) -> torch.Tensor:
-        """input_ids, positions [T] → logits [len(logits_indices), vocab]."""
+        """input_ids, positions [T] → logits [len(logits_indices), vocab].
+
+        The C++ element-wise kernels run when the backend carries them (the "cpp"
+        backend: `minillm/attention/__init__.py`)."""
+        kernels = getattr(backend, "cpu_kernels", None)
         h = self.embed_tokens(input_ids)                                   # [T, H]
         rope = self.rope.cos_sin(positions, h.dtype)                       # 2 × [T, 1, D]
+        pending = None                                   # a layer's output, not yet added
         for layer, layer_cache in zip(self.layers, kv_caches):
-            h = layer(h, rope, layer_cache, meta, backend)
-        h = self.norm(h[logits_indices])                                   # [S, H]
+            h, pending = layer(h, pending, rope, layer_cache, meta, backend, kernels)
+        h, _ = self.norm.add_and_norm(pending[logits_indices], h[logits_indices])   # [S, H]
         if not self.tied:
             return self.lm_head(h).float()                                 # [S, V]
         return linear(h, self.embed_tokens.weight, packed=self.lm_head_packed).float()

@@ -47,9 +47,9 @@ def pytest_addoption(parser):
                                        "(scripts/gpu_check.sh sets cuda, triton, float32)")
     engine.addoption("--engine-device", choices=("cpu", "cuda"), default=None,
                      help="device of the engine under test (default: the engine's own choice)")
-    engine.addoption("--engine-backend", choices=("sparse", "torch", "triton", "reference"),
+    engine.addoption("--engine-backend", choices=("cpp", "sparse", "torch", "triton", "reference"),
                      default=None,
-                     help="attention backend (default: auto, triton on CUDA, sparse on CPU)")
+                     help="attention backend (default: auto, triton on CUDA, cpp on CPU)")
     engine.addoption("--engine-dtype", choices=("float32", "float16", "bfloat16"), default=None,
                      help="engine dtype (default: auto); transformers, the oracle, runs in "
                           "float32, so exact greedy agreement is expected in float32 only")

@@ -21,6 +21,7 @@ from minillm.bench import workloads as wl
 from minillm.bench.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
                                   ratio_line, table)
 from minillm.bench.run import write_json
+from minillm.cpu_kernels import unavailable_reason
 from minillm.tiny_llama import build_tiny_llama
 from minillm.trace import RequestRecord, Trace
 from minillm.workload import RequestSpec
@@ -185,7 +186,7 @@ def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
                 if str(tmp_path) in (getattr(m, "__file__", None) or "")]
     worktree = versions[-1]
     assert worktree.model is minillm.model.LlamaModel
-    assert worktree.attention.name == "sparse"               # each version's default CPU backend
+    assert worktree.attention.name == "cpp"                  # each version's default CPU backend
     for v in versions[:-1]:                                   # each commit's own code
         assert v.model is not minillm.model.LlamaModel
         for piece in (v.model.__init__, v.attention.__call__, v.build_metadata):
@@ -281,8 +282,9 @@ def test_step_time_experiment_names_the_backend_it_timed(tiny_bench):
     r = step_time.run(tiny_bench)
     assert [row["batch"] for row in r["rows"]] == [1, 2, 4]
     assert all(row["step_s"] > 0 and row["ceiling_step_s"] > 0 for row in r["rows"])
-    assert r["attention_backend"] == "sparse"
-    assert "attention backend 'sparse'" in step_time.text(r)
+    default = "cpp" if unavailable_reason() is None else "sparse"    # "auto" on this CPU
+    assert r["attention_backend"] == default
+    assert f"attention backend '{default}'" in step_time.text(r)
 
 
 def test_kv_budget_paged_holds_more_sequences_than_contiguous(tiny_bench):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
+from minillm.attention.cpp_paged import CppAttention
 from minillm.flat_batch import build_attention_metadata
 from minillm.kv_cache.tensors import allocate_kv_cache
 from minillm.model import LlamaModel
@@ -94,8 +95,9 @@ def within(diff: float, bound: float) -> bool:
     (3, 3, 192),    # ratio 1, head dim 64
     (6, 2, 384),    # ratio 3, head dim 64
 ])
-@pytest.mark.parametrize("backend", [SparseAttention(), TorchAttention(), PerSequenceAttention()],
-                         ids=["sparse", "torch", "reference"])
+@pytest.mark.parametrize("backend", [CppAttention(), SparseAttention(), TorchAttention(),
+                                     PerSequenceAttention()],
+                         ids=["cpp", "sparse", "torch", "reference"])
 def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, backend):
     hf = build_tiny_llama(seed=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
                           hidden_size=hidden)

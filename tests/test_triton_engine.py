@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
+from minillm.cpu_kernels import unavailable_reason
 from minillm.llm import resolve_backend, resolve_device
 from minillm.tiny_llama import build_tiny_llama
 
@@ -42,7 +43,8 @@ def test_triton_backend_matches_torch_backend(kwargs):
 def test_device_and_backend_selection_is_explicit(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device(None) == torch.device("cpu")
-    assert resolve_backend("auto", torch.device("cpu")) == "sparse"
+    cpp_builds = unavailable_reason() is None            # a C++ compiler is here
+    assert resolve_backend("auto", torch.device("cpu")) == ("cpp" if cpp_builds else "sparse")
     with pytest.raises(ValueError, match="no CUDA GPU"):
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

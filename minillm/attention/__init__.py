@@ -24,8 +24,14 @@ reference):
 * "torch"     — `torch_paged.py`: batched gathers of whole blocks, groups of similar
   length, one `scaled_dot_product_attention` per group;
 * "sparse"    — `sparse_paged.py`: the same groups, but decodes read K/V in place, as
-  a sampled product and an embedding bag with a sparse matrix (default on CPU);
+  a sampled product and an embedding bag with a sparse matrix;
+* "cpp"       — `cpp_paged.py`: one C++ call a layer (`minillm/cpu_kernels/`) that writes
+  K/V and attends every row in place (default on CPU, where the kernels compile);
 * "triton"    — `triton_paged.py`: the kernels of `kernels/` (default on CUDA).
+
+A backend may also carry `cpu_kernels` (a `minillm.cpu_kernels.CpuKernels`): the model
+then runs its element-wise chains (residual add + RMSNorm, RoPE, SiLU·up) through them.
+Only "cpp" does; with the others the model runs the PyTorch lines of `model.py`.
 
 A new backend is one new file plus one line in `BACKENDS`.
 """
@@ -37,6 +43,11 @@ from minillm.attention.sparse_paged import SparseAttention
 from minillm.attention.torch_paged import TorchAttention
 
 
+def _cpp():
+    from minillm.attention.cpp_paged import CppAttention      # compiles the kernels: on demand
+    return CppAttention()
+
+
 def _triton():
     from minillm.attention.triton_paged import TritonAttention   # imports triton: only on demand
     return TritonAttention()
@@ -45,6 +56,7 @@ def _triton():
 BACKENDS = {
     "torch": TorchAttention,
     "sparse": SparseAttention,
+    "cpp": _cpp,
     "reference": PerSequenceAttention,
     "triton": _triton,
 }

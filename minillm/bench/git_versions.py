@@ -12,9 +12,10 @@ From each version three pieces are taken, wherever that version kept them (`PLAC
 tried in order):
 
     model            minillm.model.LlamaModel
-    attention        the version's default CPU backend: minillm.attention.SparseAttention
-                     where it exists, else minillm.attention.TorchAttention (a module
-                     before the re-layout, a package re-exporting it after)
+    attention        the version's default CPU backend: minillm.attention.cpp_paged's
+                     CppAttention where it exists, else minillm.attention.SparseAttention,
+                     else minillm.attention.TorchAttention (a module before the
+                     re-layout, a package re-exporting it after)
     build_metadata   minillm.flat_batch.build_attention_metadata,
                      or (before the re-layout) minillm.attention_metadata's
 
@@ -40,7 +41,8 @@ REPO = Path(__file__).resolve().parents[2]
 WORKTREE = "."
 PLACES = {
     "model": (("minillm.model", "LlamaModel"),),
-    "attention": (("minillm.attention", "SparseAttention"), ("minillm.attention", "TorchAttention")),
+    "attention": (("minillm.attention.cpp_paged", "CppAttention"),
+                  ("minillm.attention", "SparseAttention"), ("minillm.attention", "TorchAttention")),
     "build_metadata": (("minillm.flat_batch", "build_attention_metadata"),
                        ("minillm.attention_metadata", "build_attention_metadata")),
 }

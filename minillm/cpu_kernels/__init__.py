@@ -1,0 +1,193 @@
+"""minillm's CPU kernels, in C++: the work a decoder layer does between its matmuls.
+
+On a CPU, PyTorch runs every op of the readable forward (`model.py`) as its own call:
+a batch-16 decode step of SmolLM2 makes ~1,800 of them, and the ones between the matmuls
+each touch a few kilobytes, so their cost is mostly the call itself. The attention
+backends in PyTorch also copy K/V blocks or build index tensors every step. These
+kernels do the same arithmetic in four loops, each called once per layer:
+
+    paged_attention   write the new K/V into the cache, then attend every decode row and
+                      short prefill chunk over its blocks where they lie (paged_attention.cpp)
+    add_rms_norm      the residual add and the next RMSNorm            (elementwise.cpp)
+    rope_             RoPE on queries and keys, in place               (elementwise.cpp)
+    silu_and_mul      SiLU(gate) · up                                  (elementwise.cpp)
+
+The "cpp" attention backend (`minillm/attention/cpp_paged.py`) uses the first, and hands
+the model the others (`LlamaModel.forward`); the "torch" and "sparse" backends run the
+PyTorch lines of `model.py` and stay the readable reference. What the kernels buy is
+measured in `minillm/PERFORMANCE.md`; the tests hold them to the PyTorch formulas.
+
+They are compiled on first use by the machine's C++ compiler (`build.py`: ~2 s, cached
+per CPU) and called through `ctypes` with raw pointers: plain C++ with no PyTorch
+headers, so a learner can read them without knowing PyTorch's C++ API.
+
+    kernels = load()          # CpuKernelsUnavailable (with the reason) if they cannot build
+    kernels.build_seconds     # what this process spent compiling (0.0: from the cache)
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from minillm.cpu_kernels.build import BuildError, build_library
+
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+HEAD_DIMS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256)   # paged_attention.cpp's instances
+MAX_QUERY_HEADS_PER_KV_HEAD = 16
+MAX_ROPE_HEAD_DIM = 512
+
+_P, _I64, _INT, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
+_SIGNATURES = {     # entry point (without the dtype suffix): argument types
+    "minillm_paged_attention": [_P, _I64, _P, _P, _I64, _P, _P, _P, _P, _I64, _P, _P, _I64,
+                                _I64, _P, _I64, _I64, _I64, _I64, _F32, _INT],
+    "minillm_add_rms_norm": [_P, _P, _P, _P, _I64, _I64, _F32, _INT],
+    "minillm_rope": [_P, _I64, _I64, _I64, _I64, _P, _P, _INT],
+    "minillm_silu_and_mul": [_P, _P, _I64, _I64, _INT],
+}
+
+
+class CpuKernelsUnavailable(RuntimeError):
+    """The C++ kernels cannot run here; the message says why and what to do."""
+
+
+@cache
+def load() -> "CpuKernels":
+    """The kernels, compiled (or taken from the cache) once per process."""
+    try:
+        path, seconds = build_library()
+        library = ctypes.CDLL(str(path))
+    except (BuildError, OSError) as err:
+        raise CpuKernelsUnavailable(str(err)) from err
+    return CpuKernels(library, path, seconds)
+
+
+def unavailable_reason() -> str | None:
+    """None when `load()` works, else why it does not."""
+    try:
+        load()
+    except CpuKernelsUnavailable as err:
+        return str(err)
+    return None
+
+
+def openmp_runtimes() -> list[str]:
+    """The OpenMP runtime libraries mapped into this process (one, if all is well)."""
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return []
+    names = ("libgomp", "libiomp", "libomp")
+    return sorted({line.split()[-1] for line in maps if any(n in line.split()[-1] for n in names)})
+
+
+class CpuKernels:
+    """Python's side of the library: each method checks the layout, then makes one call."""
+
+    def __init__(self, library: ctypes.CDLL, path: Path, build_seconds: float):
+        self.path, self.build_seconds = path, build_seconds
+        self._entry = {}
+        for name, argtypes in _SIGNATURES.items():
+            for dtype, suffix in DTYPE_NAMES.items():
+                fn = getattr(library, f"{name}_{suffix}")
+                fn.argtypes = argtypes
+                fn.restype = ctypes.c_int if name == "minillm_paged_attention" else None
+                self._entry[name, dtype] = fn
+
+    @staticmethod
+    def unsupported(dtype: torch.dtype, num_heads: int, num_kv_heads: int,
+                    head_dim: int) -> str | None:
+        """Why the kernels cannot run a model of these shapes (None: they can)."""
+        if dtype not in DTYPE_NAMES:
+            return f"the C++ kernels compute in {tuple(map(str, DTYPE_NAMES))}, not {dtype}"
+        if head_dim not in HEAD_DIMS:
+            return f"the C++ attention kernel is built for head sizes {HEAD_DIMS}, not {head_dim}"
+        if num_heads % num_kv_heads or num_heads // num_kv_heads > MAX_QUERY_HEADS_PER_KV_HEAD:
+            return (f"the C++ attention kernel needs num_heads a multiple of num_kv_heads, at "
+                    f"most {MAX_QUERY_HEADS_PER_KV_HEAD}×; got {num_heads} and {num_kv_heads}")
+        return None
+
+    def _call(self, name: str, dtype: torch.dtype):
+        try:
+            return self._entry[name, dtype]
+        except KeyError:
+            raise TypeError(f"{name}: the C++ kernels take {tuple(map(str, DTYPE_NAMES))}, "
+                            f"got {dtype}") from None
+
+    def paged_attention(self, q, k, v, k_cache, v_cache, meta, scale: float,
+                        max_pairs: int) -> torch.Tensor:
+        """Write k, v [T, Hkv, D] at `meta.slot_mapping`, then attend q [T, Hq, D] →
+        out [T, Hq, D]. Prefill chunks whose query_len · seq_len exceeds `max_pairs` are
+        written but not attended: their rows of `out` are left for the caller."""
+        T, num_heads, head_dim = q.shape
+        num_kv_heads, block_size = k_cache.shape[2], k_cache.shape[1]
+        q, k, v = (_rows_of_heads(x) for x in (q, k, v))
+        if k.stride(0) != v.stride(0):
+            k, v = k.contiguous(), v.contiguous()
+        if not (k_cache.dtype == v_cache.dtype == q.dtype == k.dtype == v.dtype):
+            raise TypeError(f"cpp attention needs q, k, v and the KV cache in one dtype; got "
+                            f"{q.dtype}, {k.dtype}, {v.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+        if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+            raise ValueError("cpp attention needs a contiguous KV cache [blocks, block_size, Hkv, D]")
+        out = torch.empty(T, num_heads, head_dim, dtype=q.dtype)
+        tables = meta.block_tables
+        failed = self._call("minillm_paged_attention", q.dtype)(
+            q.data_ptr(), q.stride(0), k.data_ptr(), v.data_ptr(), k.stride(0),
+            meta.slot_mapping.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+            tables.data_ptr(), tables.stride(0), meta.query_start_loc.data_ptr(),
+            meta.seq_lens.data_ptr(), meta.num_seqs, max_pairs, out.data_ptr(), num_heads,
+            num_kv_heads, head_dim, block_size, scale, torch.get_num_threads())
+        if failed:
+            raise ValueError(self.unsupported(q.dtype, num_heads, num_kv_heads, head_dim)
+                             or "the C++ attention kernel rejected its arguments")
+        return out
+
+    def add_rms_norm(self, x, residual, weight, eps: float):
+        """(RMSNorm(residual + x) · weight, residual + x), both [rows, H]; the sum is
+        written into `residual` itself. x=None: no add (the first layer)."""
+        if x is not None and (x.shape != residual.shape or not x.is_contiguous()):
+            x = x.reshape(residual.shape).contiguous()
+        if not residual.is_contiguous():
+            raise ValueError("add_rms_norm updates residual in place: it must be contiguous")
+        out = torch.empty_like(residual)
+        rows, H = residual.shape
+        self._call("minillm_add_rms_norm", residual.dtype)(
+            None if x is None else x.data_ptr(), residual.data_ptr(), weight.data_ptr(),
+            out.data_ptr(), rows, H, eps, torch.get_num_threads())
+        return out, residual
+
+    def rope_(self, x, cos, sin_signed) -> torch.Tensor:
+        """x [T, heads, D] rotated in place by cos, sin_signed [T, 1, D] (model.py's
+        `RotaryEmbedding.cos_sin`); returns x."""
+        T, heads, D = x.shape
+        if x.stride(2) != 1 or x.stride(1) != D or D > MAX_ROPE_HEAD_DIM:
+            raise ValueError(f"rope_ needs [T, heads, D] rows with contiguous heads and D ≤ "
+                             f"{MAX_ROPE_HEAD_DIM}; got strides {x.stride()}")
+        cos, sin_signed = cos.contiguous(), sin_signed.contiguous()
+        self._call("minillm_rope", x.dtype)(x.data_ptr(), x.stride(0), T, heads, D,
+                                            cos.data_ptr(), sin_signed.data_ptr(),
+                                            torch.get_num_threads())
+        return x
+
+    def silu_and_mul(self, gate_up) -> torch.Tensor:
+        """gate_up [rows, 2·I] (gate | up) → SiLU(gate) · up [rows, I]."""
+        gate_up = gate_up.contiguous()
+        rows, width = gate_up.shape
+        out = torch.empty(rows, width // 2, dtype=gate_up.dtype)
+        self._call("minillm_silu_and_mul", gate_up.dtype)(gate_up.data_ptr(), out.data_ptr(),
+                                                         rows, width // 2, torch.get_num_threads())
+        return out
+
+
+def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, D] with each row's heads side by side (a row of a fused QKV output
+    qualifies), else a contiguous copy."""
+    D = x.shape[2]
+    return x if x.stride(2) == 1 and x.stride(1) == D else x.contiguous()
+
+
+__all__ = ["CpuKernels", "CpuKernelsUnavailable", "HEAD_DIMS", "load", "openmp_runtimes",
+           "unavailable_reason"]

@@ -1,0 +1,156 @@
+"""The C++ CPU kernels (`minillm/cpu_kernels/`) against the PyTorch lines they replace.
+
+Each element-wise kernel must give what `model.py`'s PyTorch code gives — in float32 up
+to the order of a sum, in bf16 up to one bf16 unit (the PyTorch code rounds after every
+op, the kernels where it does). The attention kernel is checked against the
+per-sequence reference in `test_attention.py`. Here also: the build is cached, only one
+OpenMP runtime ends up in the process, and what the kernels cannot do is a clear error
+or, for `attention_backend="auto"`, a quiet fallback to the sparse PyTorch backend.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import minillm.cpu_kernels as cpu_kernels
+from minillm.attention.cpp_paged import CppAttention
+from minillm.cpu_kernels import build
+from minillm.llm import resolve_backend
+from minillm.model import RMSNorm, RotaryEmbedding, apply_rope
+
+pytestmark = pytest.mark.unit
+
+DTYPES = [torch.float32, torch.bfloat16]
+# float32: a few units in the last place of values near 1-10; bf16: one bf16 unit
+TOLERANCE = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.bfloat16: dict(atol=1e-2, rtol=2 ** -7)}
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return cpu_kernels.load()
+
+
+def random(gen, *shape, dtype, scale=1.0):
+    return (torch.randn(*shape, generator=gen) * scale).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 40), hidden=st.sampled_from([8, 64, 576, 1000]),
+       first_layer=st.booleans(), seed=st.integers(0, 1000))
+def test_add_rms_norm_is_the_residual_add_then_rmsnorm(kernels, dtype, rows, hidden,
+                                                       first_layer, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = None if first_layer else random(gen, rows, hidden, dtype=dtype)
+    residual = random(gen, rows, hidden, dtype=dtype, scale=3.0)
+    norm = RMSNorm(hidden, 1e-5)
+    norm.weight.data = random(gen, hidden, dtype=dtype)
+    want, want_residual = norm.add_and_norm(x, residual.clone())            # the PyTorch lines
+    given_residual = residual.clone()
+    got, got_residual = norm.add_and_norm(x, given_residual, kernels)
+    assert got_residual is given_residual                                  # updated in place
+    assert torch.equal(got_residual, want_residual)                        # one add: exact
+    torch.testing.assert_close(got, want, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 40), heads=st.integers(1, 12), head_dim=st.sampled_from([8, 64, 128]),
+       seed=st.integers(0, 1000))
+def test_rope_is_apply_rope_in_place(kernels, dtype, rows, heads, head_dim, seed):
+    gen = torch.Generator().manual_seed(seed)
+    rope = RotaryEmbedding(head_dim, 10000.0, 4096)
+    cos, sin_signed = rope.cos_sin(torch.randint(0, 4096, (rows,), generator=gen), dtype)
+    qkv = random(gen, rows, heads + 2, head_dim, dtype=dtype)   # rotate a view, like model.py
+    want = apply_rope(qkv[:, :heads], cos, sin_signed)
+    untouched = qkv[:, heads:].clone()
+    got = kernels.rope_(qkv[:, :heads], cos, sin_signed)
+    assert got.data_ptr() == qkv.data_ptr()
+    torch.testing.assert_close(got, want, **TOLERANCE[dtype])
+    assert torch.equal(qkv[:, heads:], untouched)                # the V heads are not rotated
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 40), width=st.sampled_from([4, 96, 1536]), seed=st.integers(0, 1000))
+def test_silu_and_mul_is_silu_of_gate_times_up(kernels, dtype, rows, width, seed):
+    gen = torch.Generator().manual_seed(seed)
+    gate_up = random(gen, rows, 2 * width, dtype=dtype, scale=4.0)
+    gate, up = gate_up.split(width, dim=-1)
+    torch.testing.assert_close(kernels.silu_and_mul(gate_up), F.silu(gate) * up,
+                               **TOLERANCE[dtype])
+
+
+def test_the_library_is_built_once_and_then_found_in_the_cache(kernels):
+    path, seconds = build.build_library()
+    assert path == kernels.path and path.exists() and seconds == 0.0
+    assert path.parent == build.library_dir()
+    assert build.cache_key(build.find_compiler()) in path.name
+    command = build.compile_command("g++", path)
+    assert "-fopenmp" in command and "-march=native" in command and "-ffast-math" not in command
+
+
+def test_one_openmp_runtime_serves_torch_and_the_kernels(kernels):
+    """The library links libgomp.so.1, which must resolve to the copy PyTorch loaded:
+    two runtimes would each start a thread per core and fight over them."""
+    torch.randn(256, 256) @ torch.randn(256, 256)
+    runtimes = cpu_kernels.openmp_runtimes()
+    assert len(runtimes) == 1, runtimes
+
+
+def test_without_a_compiler_auto_falls_back_and_cpp_says_what_to_do(monkeypatch, tmp_path):
+    cpu_kernels.load.cache_clear()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setenv("CXX", str(tmp_path / "no-such-compiler"))
+            patched.setenv("MINILLM_CACHE_DIR", str(tmp_path))
+            reason = cpu_kernels.unavailable_reason()
+            assert reason and "no-such-compiler" in reason
+            assert resolve_backend("auto", torch.device("cpu")) == "sparse"
+            with pytest.raises(ValueError, match="attention_backend='sparse'"):
+                resolve_backend("cpp", torch.device("cpu"))
+            with pytest.raises(ValueError, match="attention_backend='sparse'"):
+                CppAttention()
+    finally:
+        cpu_kernels.load.cache_clear()
+    assert cpu_kernels.unavailable_reason() is None          # and back, once CXX is restored
+
+
+class _Config:
+    def __init__(self, heads, kv_heads, hidden):
+        self.num_attention_heads, self.num_key_value_heads, self.hidden_size = heads, kv_heads, hidden
+
+
+@pytest.mark.parametrize("heads, kv_heads, hidden, dtype, why", [
+    (9, 3, 9 * 64, torch.float16, "float16"),                 # a dtype without kernels
+    (4, 2, 4 * 24, torch.float32, "head sizes"),              # head_dim 24 is not built
+    (34, 2, 34 * 64, torch.float32, "at most 16"),            # 17 query heads per K/V head
+    (9, 2, 9 * 64, torch.float32, "multiple"),                # heads do not group
+])
+def test_a_model_the_kernels_cannot_run(kernels, heads, kv_heads, hidden, dtype, why):
+    config = _Config(heads, kv_heads, hidden)
+    assert resolve_backend("auto", torch.device("cpu"), dtype, config) == "sparse"
+    with pytest.raises(ValueError, match=why):
+        resolve_backend("cpp", torch.device("cpu"), dtype, config)
+    assert resolve_backend("cpp", torch.device("cpu"), torch.float32, _Config(9, 3, 576)) == "cpp"
+
+
+def test_bad_calls_are_errors_not_crashes(kernels):
+    from minillm.flat_batch import build_attention_metadata
+    meta = build_attention_metadata([1], [3], [[0]], [2], 4, torch.device("cpu"))
+    q, k, cache = torch.randn(1, 4, 24), torch.randn(1, 2, 24), torch.zeros(1, 4, 2, 24)
+    with pytest.raises(ValueError, match="head sizes"):        # head_dim 24: no instance
+        kernels.paged_attention(q, k, k, cache, cache.clone(), meta, 0.2, 4096)
+    q, k, cache = torch.randn(1, 34, 8), torch.randn(1, 2, 8), torch.zeros(1, 4, 2, 8)
+    with pytest.raises(ValueError, match="at most 16"):        # 17 query heads per K/V head
+        kernels.paged_attention(q, k, k, cache, cache.clone(), meta, 0.2, 4096)
+    with pytest.raises(TypeError, match="one dtype"):
+        kernels.paged_attention(q[:, :4], k, k, cache.bfloat16(), cache.bfloat16(), meta, 0.2, 0)
+    with pytest.raises(TypeError, match="float32"):
+        kernels.silu_and_mul(torch.ones(2, 4, dtype=torch.float16))
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels.add_rms_norm(None, torch.ones(4, 6).t(), torch.ones(4), 1e-5)
