@@ -9,6 +9,9 @@
 * `time_attention_steps` / `draw_attention_step` — one decode step's attention on a CPU,
   every layer once, timed for several backends in alternating rounds; drawn as stacked
   bars, gather + SDPA against reading the blocks in place (section 6).
+* `whole_decode_steps` — the real engine once per attention backend, a batch decoded
+  together in alternating rounds: the median time of a step that decodes every
+  sequence (section 6, the C++ backend).
 * `compile_decode_kernel_for_sm90` — compile the decode kernel for an H100/H200 in a
   fresh process (interpreter off) and count instructions in its PTX.
 * `gpu_decode_bandwidth` — `kernels.bench`'s decode benchmark on a few sizes (GPU only).
@@ -194,6 +197,33 @@ def draw_attention_step(parts: dict[str, dict[str, float]]):
            title="one decode step's attention on this CPU: 30 layers, 16 sequences")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=8, frameon=False)
     plt.show()
+
+
+def whole_decode_steps(backends=("sparse", "cpp"), batch: int = 16, prompt_words: int = 90,
+                       new_tokens: int = 12, rounds: int = 3):
+    """The real SmolLM2 engine once per attention backend, `batch` prompts of ~130 tokens
+    decoded together, in alternating rounds (`minillm.bench.ab`). A round's number is
+    the median duration of its steps that decode all `batch` sequences and carry no
+    prompt. Returns (rounds {backend: [{"ms": ...}]}, medians {backend: ms},
+    greedy tokens {backend: [token ids per prompt]})."""
+    from minillm import LLM, SamplingParams
+    from minillm.bench import ab
+
+    words = "the quick brown fox jumps over a lazy dog while".split()
+    prompts = [f"Request {i}: " + " ".join(words[(i + j) % len(words)] for j in range(prompt_words))
+               for i in range(batch)]
+    params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
+    llms = {name: LLM(attention_backend=name, max_num_seqs=batch) for name in backends}
+    tokens = {}
+
+    def one_round(name):
+        outputs = llms[name].generate(prompts, params, use_tqdm=False)
+        tokens[name] = [o.outputs[0].token_ids for o in outputs]
+        full = [s.duration for s in llms[name].trace.steps
+                if s.num_decode_tokens == batch and not s.num_prefill_tokens]
+        return {"ms": 1e3 * ab.median(full)}
+    runs = ab.alternate({name: (lambda name=name: one_round(name)) for name in backends}, rounds)
+    return runs, {name: m["ms"] for name, m in ab.medians(runs).items()}, tokens
 
 
 COMPILE_SCRIPT = r'''
