@@ -90,9 +90,10 @@ class DecoderStack(torch.nn.Module):
 
     def forward(self, h, cos, sin, kv_caches):
         attention = OpaqueAttention()
+        pending = None                       # each layer's MLP output, added by the next
         for layer, cache in zip(self.layers, kv_caches):
-            h = layer(h, (cos, sin), cache, None, attention)
-        return h
+            h, pending = layer(h, pending, (cos, sin), cache, None, attention)
+        return h + pending
 
 
 compiled_stack = torch.compile(DecoderStack(model.layers), dynamic=True)

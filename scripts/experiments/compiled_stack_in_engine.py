@@ -33,11 +33,18 @@ COMMIT = "71d39b9"
 
 
 def load_compiled_model():
-    """71d39b9's compiled_model.py, and the hooks it needs in today's model: `linear` is
-    plain F.linear while tracing (inductor packs the weights itself) and `logits()`."""
+    """71d39b9's compiled_model.py (its layer call adapted to today's signature), and the
+    hooks it needs in today's model: `linear` is plain F.linear while tracing (inductor
+    packs the weights itself) and `logits()`."""
     source = subprocess.run(["git", "show", f"{COMMIT}:minillm/compiled_model.py"],
                             capture_output=True, text=True, check=True).stdout
     path = Path(tempfile.mkdtemp()) / "compiled_model_71d39b9.py"
+    old_call = "            h = layer(h, (cos, sin), layer_cache, None, attention)\n        return h\n"
+    new_call = ("            h, pending = layer(h, pending, (cos, sin), layer_cache, None, attention)\n"
+                "        return h + pending\n")                  # today's layers add the MLP late
+    assert old_call in source
+    source = source.replace(old_call, new_call).replace(
+        "        attention = _GraphAttention()\n", "        attention, pending = _GraphAttention(), None\n")
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("compiled_model_71d39b9", path)
     module = importlib.util.module_from_spec(spec)

@@ -37,6 +37,7 @@ def split(dtype_name: str, batch_size: int, passes: int = 30) -> dict[str, float
         spent["attention"] += time.perf_counter() - start
         return out
     timed_attention.name = backend.name
+    timed_attention.cpu_kernels = getattr(backend, "cpu_kernels", None)   # "cpp": C++ element-wise too
     model_module.linear = timed_linear                  # the tied lm_head calls it there
     packed_linear.linear = timed_linear                 # the Linear layers call it here
     try:
