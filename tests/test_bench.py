@@ -419,3 +419,13 @@ def test_a_new_experiment_is_one_module_plus_one_registry_line(tmp_path, capsys,
     assert json.loads((tmp_path / "bench.json").read_text())["fake"] == {"answer": 42}
     assert json.loads((tmp_path / "fake-big.json").read_text()) == [1, 2, 3]
     assert (tmp_path / "fake.png").exists()
+
+
+def test_the_header_reports_what_the_cpu_kernels_cost():
+    from minillm.bench.run import cpu_kernels_info, cpu_kernels_text
+    info = cpu_kernels_info()
+    if unavailable_reason() is None:
+        assert info["build_s"] >= 0 and info["library"].endswith(".so")
+    assert "compiled in 4.6 s" in cpu_kernels_text({"build_s": 4.6, "library": "x.so"})
+    assert "from the cache" in cpu_kernels_text({"build_s": 0.0, "library": "x.so"})
+    assert "unavailable (no C++ compiler" in cpu_kernels_text({"unavailable": "no C++ compiler\nmore"})

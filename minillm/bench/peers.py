@@ -43,7 +43,7 @@ from minillm.workload import RequestSpec, fixed, lognormal, make_workload
 
 BASE = "minillm continuous"          # every ratio is this contender / another
 TARGETS = {"minillm continuous / transformers generate": 4.0,
-           "minillm continuous / transformers CB": 3.0, "minillm continuous / vLLM": 0.8}
+           "minillm continuous / transformers CB": 3.0, "minillm continuous / vLLM": 1.0}
 
 
 @dataclass(frozen=True)

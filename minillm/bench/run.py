@@ -25,7 +25,26 @@ def machine_info(config: BenchConfig) -> dict:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "threads": config.threads,
             "torch": torch.__version__, "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu_kernels": cpu_kernels_info()}
+
+
+def cpu_kernels_info() -> dict:
+    """The C++ CPU kernels ("cpp" backend): what building them cost in this process
+    (0.0 s: found in the cache), or why they are unavailable."""
+    from minillm.cpu_kernels import CpuKernelsUnavailable, load
+    try:
+        kernels = load()
+    except CpuKernelsUnavailable as err:
+        return {"unavailable": str(err)}
+    return {"build_s": round(kernels.build_seconds, 2), "library": str(kernels.path)}
+
+
+def cpu_kernels_text(info: dict) -> str:
+    if "unavailable" in info:
+        return f"C++ CPU kernels unavailable ({info['unavailable'].splitlines()[0]})"
+    if info["build_s"] == 0:
+        return "C++ CPU kernels: from the cache (built by an earlier run)"
+    return f"C++ CPU kernels: compiled in {info['build_s']:.1f} s (first use on this machine)"
 
 
 def load_average() -> list[float]:
@@ -71,7 +90,10 @@ def write(results: dict, modules: dict, out: Path, echo) -> None:
     echo(f"\nminillm bench — model {cfg['model']}, {cfg['dtype']}, {machine['threads']} threads on "
          f"{machine['cpu']} ({machine['cores']} cores), {cfg['rounds']} round(s) alternating, "
          f"medians\nload average (1/5/15 min): {results['load_average_start']} at start, "
-         f"{results['load_average_end']} at end; {results['wall_s']:.0f} s in all\n")
+         f"{results['load_average_end']} at end; {results['wall_s']:.0f} s in all")
+    if "cpu_kernels" in machine:
+        echo(cpu_kernels_text(machine["cpu_kernels"]))
+    echo("")
     plotted = [name for name, module in modules.items() if module.plot is not None]
     detached = {}                                  # (name, key) → the part taken out
     for name, module in modules.items():
