@@ -17,7 +17,7 @@ the model the others (`LlamaModel.forward`); the "torch" and "sparse" backends r
 PyTorch lines of `model.py` and stay the readable reference. What the kernels buy is
 measured in `minillm/PERFORMANCE.md`; the tests hold them to the PyTorch formulas.
 
-They are compiled on first use by the machine's C++ compiler (`build.py`: ~2 s, cached
+They are compiled on first use by the machine's C++ compiler (`build.py`: 4.6 s measured, cached
 per CPU) and called through `ctypes` with raw pointers: plain C++ with no PyTorch
 headers, so a learner can read them without knowing PyTorch's C++ API.
 
