@@ -85,6 +85,19 @@ def test_silu_and_mul_is_silu_of_gate_times_up(kernels, dtype, rows, width, seed
                                **TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_silu_and_mul_where_exp_saturates(kernels, dtype):
+    """Gates beyond exp_approx's clamp (|x| > 87) and around it, 0 and ±inf-free extremes,
+    in a row whose width is not a multiple of the kernel's tile of 64."""
+    ends = torch.tensor([-1e4, -200.0, -100.0, -88.5, -87.0, -20.0, -1e-3, 0.0, 1e-3, 20.0,
+                         86.5, 87.5, 100.0, 1e4])
+    gate = ends.repeat(10)[:133].reshape(1, 133).to(dtype)             # 133 = 2 tiles + 5
+    up = torch.linspace(-3, 3, 133).reshape(1, 133).to(dtype)
+    got = kernels.silu_and_mul(torch.cat([gate, up], dim=1))
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, F.silu(gate) * up, **TOLERANCE[dtype])
+
+
 def test_the_library_is_built_once_and_then_found_in_the_cache(kernels):
     path, seconds = build.build_library()
     assert path == kernels.path and path.exists() and seconds == 0.0

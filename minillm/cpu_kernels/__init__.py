@@ -38,7 +38,6 @@ from minillm.cpu_kernels.build import BuildError, build_library
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 HEAD_DIMS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256)   # paged_attention.cpp's instances
 MAX_QUERY_HEADS_PER_KV_HEAD = 16
-MAX_ROPE_HEAD_DIM = 512
 
 _P, _I64, _INT, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _SIGNATURES = {     # entry point (without the dtype suffix): argument types
@@ -163,9 +162,9 @@ class CpuKernels:
         """x [T, heads, D] rotated in place by cos, sin_signed [T, 1, D] (model.py's
         `RotaryEmbedding.cos_sin`); returns x."""
         T, heads, D = x.shape
-        if x.stride(2) != 1 or x.stride(1) != D or D > MAX_ROPE_HEAD_DIM:
-            raise ValueError(f"rope_ needs [T, heads, D] rows with contiguous heads and D ≤ "
-                             f"{MAX_ROPE_HEAD_DIM}; got strides {x.stride()}")
+        if x.stride(2) != 1 or x.stride(1) != D or D % 2:
+            raise ValueError(f"rope_ needs [T, heads, D] rows with contiguous heads and an even "
+                             f"D; got shape {tuple(x.shape)}, strides {x.stride()}")
         cos, sin_signed = cos.contiguous(), sin_signed.contiguous()
         self._call("minillm_rope", x.dtype)(x.data_ptr(), x.stride(0), T, heads, D,
                                             cos.data_ptr(), sin_signed.data_ptr(),

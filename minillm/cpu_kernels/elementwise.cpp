@@ -52,6 +52,19 @@ void add_rms_norm(const T* x, T* residual, const T* weight, T* out, int64_t rows
   }
 }
 
+// One head's D values rotated in place: x·cos + roll(x, D/2)·sin_signed. The first half
+// pairs with the second, so each loop step reads one value of each half, then writes both.
+template <typename T>
+void rope_head(T* __restrict lo, T* __restrict hi, const T* __restrict c,
+               const T* __restrict s, int64_t half) {
+#pragma omp simd
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = to_float(lo[i]), b = to_float(hi[i]);
+    store(lo + i, round_as(lo, a * to_float(c[i])) + round_as(lo, b * to_float(s[i])));
+    store(hi + i, round_as(hi, b * to_float(c[half + i])) + round_as(hi, a * to_float(s[half + i])));
+  }
+}
+
 // x [rows, heads, D] (rows `row_stride` apart) rotated in place by each row's angles:
 // x·cos + roll(x, D/2)·sin_signed, with cos, sin_signed [rows, D] (model.py's
 // `apply_rope`: sin_signed is −sin on the first half, +sin on the second).
@@ -60,17 +73,31 @@ void rope(T* x, int64_t row_stride, int64_t rows, int64_t heads, int64_t D, cons
           const T* sin_signed, int num_threads) {
   const int64_t half = D / 2;
 #pragma omp parallel for num_threads(num_threads) if (rows * heads * D > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* c = cos + r * D;
-    const T* s = sin_signed + r * D;
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t head = 0; head < heads; ++head) {
       T* v = x + r * row_stride + head * D;
-      float rotated[512];                 // D ≤ 512 (checked in Python)
-      for (int64_t i = 0; i < D; ++i) rotated[i] = to_float(v[i < half ? i + half : i - half]);
+      rope_head(v, v + half, cos + r * D, sin_signed + r * D, half);
+    }
+}
+
+// One row: o[i] = SiLU(gate[i]) · up[i], a tile of e^-gate at a time, then the rest.
+// (Two loops, not one: in a single loop GCC's partial-redundancy elimination gives the
+// division a copy for exp_approx's clamped inputs, x / (1 + e^88), and computes it in
+// every vector lane; the result is subnormal, and subnormal results cost the CPU a
+// microcode assist each, which made the loop 13× slower: PERFORMANCE.md, change 12.)
+template <typename T>
+void silu_and_mul_row(const T* __restrict gate, const T* __restrict up, T* __restrict o,
+                      int64_t I) {
+  constexpr int64_t kTile = 64;
+  float e[kTile];                                                       // e^-gate
+  for (int64_t start = 0; start < I; start += kTile) {
+    const int64_t n = I - start < kTile ? I - start : kTile;
 #pragma omp simd
-      for (int64_t i = 0; i < D; ++i)
-        store(v + i, round_as(v, to_float(v[i]) * to_float(c[i]))
-                         + round_as(v, rotated[i] * to_float(s[i])));
+    for (int64_t i = 0; i < n; ++i) e[i] = exp_approx(-to_float(gate[start + i]));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = to_float(gate[start + i]);
+      store(o + start + i, round_as(o, g / (1.0f + e[i])) * to_float(up[start + i]));
     }
   }
 }
@@ -79,16 +106,8 @@ void rope(T* x, int64_t row_stride, int64_t rows, int64_t heads, int64_t D, cons
 template <typename T>
 void silu_and_mul(const T* gate_up, T* out, int64_t rows, int64_t I, int num_threads) {
 #pragma omp parallel for num_threads(num_threads) if (rows * I > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* gate = gate_up + r * 2 * I;
-    const T* up = gate + I;
-    T* o = out + r * I;
-#pragma omp simd
-    for (int64_t i = 0; i < I; ++i) {
-      const float g = to_float(gate[i]);
-      store(o + i, round_as(o, g / (1.0f + exp_approx(-g))) * to_float(up[i]));
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    silu_and_mul_row(gate_up + r * 2 * I, gate_up + r * 2 * I + I, out + r * I, I);
 }
 
 }  // namespace
