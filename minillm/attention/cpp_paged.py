@@ -28,8 +28,9 @@ from minillm.attention.torch_paged import _PrefillGroup
 from minillm.cpu_kernels import CpuKernelsUnavailable, load
 from minillm.flat_batch import AttentionMetadata
 
-# A prefill chunk with more (query, key) pairs than this goes to SDPA: about where the
-# two cost the same on the course machine (PERFORMANCE.md, "the cpp backend").
+# A prefill chunk with more (query, key) pairs than this goes to SDPA. A conservative
+# choice: on the course machine the two cost the same somewhere between ~10,000 and
+# 131,000 pairs (PERFORMANCE.md, change 12).
 MAX_PAIRS_IN_KERNEL = 4096
 
 
