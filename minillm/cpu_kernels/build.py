@@ -17,7 +17,7 @@ The command is an ordinary compiler call, printed by `compile_command()`:
 * `-fno-math-errno -fno-trapping-math`: the kernels never read `errno` or the floating
   point exception flags, and saying so is what lets GCC turn `floorf` (inside
   `exp_approx`, common.h) into a vector instruction; without the second flag the SiLU
-  loop stays scalar, 3× slower than PyTorch's (measured: PERFORMANCE.md, change 12).
+  loop stays scalar, 4× slower than PyTorch's (measured: PERFORMANCE.md, change 12b).
   Neither changes a single result.
 * No `-ffast-math`: it would let the compiler reorder float arithmetic freely, and with
   GCC < 13 a shared library built with it switches the whole process to flush tiny

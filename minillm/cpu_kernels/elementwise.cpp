@@ -84,7 +84,7 @@ void rope(T* x, int64_t row_stride, int64_t rows, int64_t heads, int64_t D, cons
 // (Two loops, not one: in a single loop GCC's partial-redundancy elimination gives the
 // division a copy for exp_approx's clamped inputs, x / (1 + e^88), and computes it in
 // every vector lane; the result is subnormal, and subnormal results cost the CPU a
-// microcode assist each, which made the loop 13× slower: PERFORMANCE.md, change 12.)
+// microcode assist each, which made the loop 13× slower: PERFORMANCE.md, change 12b.)
 template <typename T>
 void silu_and_mul_row(const T* __restrict gate, const T* __restrict up, T* __restrict o,
                       int64_t I) {
