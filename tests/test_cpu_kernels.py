@@ -87,8 +87,8 @@ def test_silu_and_mul_is_silu_of_gate_times_up(kernels, dtype, rows, width, seed
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_silu_and_mul_where_exp_saturates(kernels, dtype):
-    """Gates beyond exp_approx's clamp (|x| > 87) and around it, 0 and ±inf-free extremes,
-    in a row whose width is not a multiple of the kernel's tile of 64."""
+    """Gates past exp_approx's clamp (|x| > 87), at it and near 0, in a row whose width
+    is not a multiple of the kernel's tile of 64: finite, and F.silu's values."""
     ends = torch.tensor([-1e4, -200.0, -100.0, -88.5, -87.0, -20.0, -1e-3, 0.0, 1e-3, 20.0,
                          86.5, 87.5, 100.0, 1e4])
     gate = ends.repeat(10)[:133].reshape(1, 133).to(dtype)             # 133 = 2 tiles + 5

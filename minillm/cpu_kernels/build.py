@@ -18,7 +18,9 @@ The command is an ordinary compiler call, printed by `compile_command()`:
   point exception flags, and saying so is what lets GCC turn `floorf` (inside
   `exp_approx`, common.h) into a vector instruction; without the second flag the SiLU
   loop stays scalar, 4× slower than PyTorch's (measured: PERFORMANCE.md, change 12b).
-  Neither changes a single result.
+  Neither flag changes what an operation computes; the loops it lets GCC vectorize may
+  add in a new order where the source allows it (`omp simd reduction`), so results move
+  in the last bits.
 * No `-ffast-math`: it would let the compiler reorder float arithmetic freely, and with
   GCC < 13 a shared library built with it switches the whole process to flush tiny
   numbers to zero.

@@ -2,7 +2,7 @@
 
 `decode_batches` runs real prompts through an `LLM` and keeps the flat batches the
 engine built, so an experiment can call the model's forward pass again on exactly the
-step the engine ran (same positions, block tables, KV cache contents)."""
+step the engine ran (same positions, block tables, KV cache contents): `replay`."""
 import time
 
 from minillm import SamplingParams
@@ -48,6 +48,14 @@ def prompt_beside_decodes(llm, decodes=15, context=128, prompt_len=40):
         model_runner.build_flat_batch = build
     rows = decodes + prompt_len
     return [b for b in seen if b.input_ids.shape[0] == rows and b.logits_indices.shape[0] == decodes + 1][-1]
+
+
+def replay(runner, batch, backend=None):
+    """The model's forward pass on a captured step again (with `backend`, default the
+    engine's), re-planned as the engine plans each step → logits [S, vocab]."""
+    batch.meta.scratch.clear()
+    return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
+                        batch.logits_indices, backend or runner.backend)
 
 
 def median_ms(fn, n):

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from captured_steps import decode_batches, median_ms, prompt_beside_decodes   # this folder
+from captured_steps import decode_batches, median_ms, prompt_beside_decodes, replay  # this folder
 from minillm import LLM
 from minillm.attention import make_attention_backend
 from minillm.bench import ab
@@ -27,9 +27,7 @@ def main(dtype: str, rounds: int) -> None:
           f"{backends['cpp'].cpu_kernels.build_seconds:.1f} s (0.0: cached)")
     for kind, batch in steps.items():
         def forward(backend):
-            batch.meta.scratch.clear()
-            return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
-                                batch.logits_indices, backend)
+            return replay(runner, batch, backend)
         logits = {name: forward(b) for name, b in backends.items()}
         diff = (logits["cpp"] - logits["sparse"]).abs().max().item()
         agree = (logits["cpp"].argmax(-1) == logits["sparse"].argmax(-1)).float().mean().item()

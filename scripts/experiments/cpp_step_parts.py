@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import torch
 
-from captured_steps import decode_batches, median_ms                 # this folder
+from captured_steps import decode_batches, median_ms, replay            # this folder
 from minillm import LLM
 import minillm.model as model_module
 from minillm.cpu_kernels import CpuKernels
@@ -48,9 +48,7 @@ def main(dtype: str, batch_size: int, replays: int = 25) -> None:
           f"{torch.get_num_threads()} threads")
 
     def forward():
-        batch.meta.scratch.clear()                  # re-plan the step, as the engine does
-        return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
-                            batch.logits_indices, runner.backend)
+        return replay(runner, batch)
     for _ in range(5):
         forward()
     print(f"median step, unwrapped: {median_ms(forward, replays):.1f} ms")

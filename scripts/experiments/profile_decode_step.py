@@ -12,7 +12,7 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from captured_steps import decode_batches, median_ms, prompt_beside_decodes          # this folder
+from captured_steps import decode_batches, median_ms, prompt_beside_decodes, replay  # this folder
 from minillm import LLM
 
 
@@ -24,9 +24,7 @@ def main(dtype: str, batch_size: str) -> None:
     runner = llm.llm_engine.runner
 
     def forward():
-        batch.meta.scratch.clear()                  # re-plan the step, as the engine does
-        return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
-                            batch.logits_indices, runner.backend)
+        return replay(runner, batch)
     for _ in range(5):
         forward()
     print(f"median step: {median_ms(forward, 20):.1f} ms")

@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from captured_steps import decode_batches, median_ms                 # this folder
+from captured_steps import decode_batches, median_ms, replay            # this folder
 from inductor_paged_decode import NoAttention
 from minillm import LLM
 from minillm.bench import ab
@@ -26,9 +26,7 @@ def parts(dtype_name: str, rounds: int = 6) -> dict[str, float]:
     model = runner.model
 
     def forward(backend):
-        batch.meta.scratch.clear()                  # re-plan the step, as the engine does
-        return model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
-                     batch.logits_indices, backend)
+        return replay(runner, batch, backend)
     linears = [m for m in model.modules() if isinstance(m, Linear)]
     rows = {n: torch.randn(16, n, dtype=getattr(torch, dtype_name)) for n in (576, 1536)}
     calls = {"step": lambda: forward(runner.backend),
