@@ -1,21 +1,33 @@
-"""A CPU speed-up kept out of the forward learners read: weights pre-packed for oneDNN.
+"""A CPU speed-up kept out of the forward learners read: weights pre-packed for fast kernels.
 
 `F.linear` hands an fp32 matmul to the BLAS library (MKL), whose kernel for a handful of
-rows times a large matrix leaves much of the CPU's vector units idle. oneDNN can instead
-re-arrange each weight *once*, in tiles that match its AVX-512 kernels, and then multiply
-any number of rows by it: the same products in a different summation order, so results
-agree with `F.linear` to float rounding. It costs a second copy of the weights in
-memory. What it buys on the course machine is measured in `minillm/PERFORMANCE.md`.
+rows times a large matrix leaves much of the CPU's vector units idle. A weight can
+instead be re-arranged *once*, at load time, into the layout a faster kernel reads, and
+then multiplied by any number of rows: the same products in a different summation order,
+so results agree with `F.linear` to float rounding. Each layout costs a copy of the
+weights in memory. What each buys on the course machine is measured in
+`minillm/PERFORMANCE.md`.
 
-Two exceptions on Intel CPUs, in fp32, both measured there:
+Which kernel multiplies `x [rows, in]` by a weight (`PackedWeight.kernel_for`):
 
-* a product with only one to three rows (a decode step of one to three sequences) is a
-  matrix-*vector* product, limited by how fast the weights stream in, and MKL's kernel
-  behind `F.linear` is the faster reader — so such a call skips the packed copy;
-* a product with exactly the engine's full decode batch of rows (`max_num_seqs`, the
-  most common step of a busy engine) goes through a third copy, packed by MKL itself
-  for exactly that many rows: MKL's packed GEMM is faster there than oneDNN's, and its
-  call costs ~4 µs against ~19 µs. Its results are `F.linear`'s to the bit.
+* **"cpp"**, fp32, 1-16 rows (a decode step), on a CPU with AVX-512 where minillm's C++
+  kernels build: `matmul_few_rows` (`minillm/cpu_kernels/matmul.cpp`) reads the weight
+  from panels of 16 output columns, each one contiguous stream, prefetched ahead. On the
+  course machine it streams the weights 1.2-1.4× faster than MKL or oneDNN at every one
+  of those row counts (change 13).
+* **"onednn"**, more rows (a prefill chunk), and bf16 at every row count: oneDNN's
+  kernel on its own blocked copy of the weight (AMX in bf16).
+
+Where the C++ kernel is not used (another CPU, no compiler, `few_rows=False`), the
+choices measured before it hold, on Intel CPUs in fp32:
+
+* a product with only one to three rows is a matrix-*vector* product, limited by how
+  fast the weights stream in, and MKL's gemv behind `F.linear` is the faster reader —
+  so such a call skips the packed copy;
+* a product with exactly the engine's full decode batch of rows (`max_num_seqs`) goes
+  through a third copy, packed by MKL itself for exactly that many rows: MKL's packed
+  GEMM is faster there than oneDNN's, and its call costs ~4 µs against ~19 µs. Its
+  results are `F.linear`'s to the bit.
 
 On the AMD CPUs measured, MKL was 2-4× slower than the packed kernel at one to three
 rows, so there every row count takes the oneDNN copy.
@@ -49,18 +61,45 @@ def cpu_vendor() -> str:
     return "GenuineIntel" if "GenuineIntel" in platform.processor() else ""
 
 
+@cache
+def cpu_has_avx512() -> bool:
+    """Whether the CPU has AVX-512 (the vectors `matmul_few_rows` is written for: with
+    narrower ones, its 16 rows of accumulators would not fit in registers)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return False
+    return "avx512f" in flags.split()
+
+
+def few_rows_kernels(weight: torch.Tensor):
+    """minillm's C++ kernels, if `matmul_few_rows` can multiply by this weight here
+    (fp32 on a CPU with AVX-512, the kernels built), else None."""
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not cpu_has_avx512():
+        return None
+    from minillm import cpu_kernels                     # compiles on first use (~5 s)
+    try:
+        return cpu_kernels.load()
+    except cpu_kernels.CpuKernelsUnavailable:
+        return None
+
+
 class PackedWeight:
-    """A copy of a weight matrix [out, in] in oneDNN's blocked ("packed") layout.
+    """Copies of a weight matrix [out, in] in the layouts of faster kernels.
 
-    `F.linear` hands an fp32 matmul to the BLAS library (MKL), whose kernel for a
-    handful of rows times a large matrix leaves much of this CPU's vector units idle.
-    oneDNN can instead re-arrange the weight *once*, in tiles matching its AVX-512
-    kernels, and then multiply any number of rows by it. Same products, different
-    summation order: results agree with `F.linear` to float rounding (~1e-6 relative).
+    `data`: oneDNN's blocked ("packed") layout, tiles matching its AVX-512 (or AMX)
+    kernels, for any number of rows. Same products as `F.linear`, different summation
+    order: results agree to float rounding (~1e-6 relative).
 
-    On an Intel CPU in fp32, given `full_batch` (the engine's `max_num_seqs`), it also
-    keeps `mkl`: the weight packed by MKL for products of exactly `full_batch` rows
-    (`mkl_rows`; PyTorch's `mkl._mkl_linear` uses such a copy only at that row count).
+    `panels`: in fp32 where minillm's C++ kernels run (`few_rows`: None = wherever they
+    can, False = never, True = required), the weight in panels of 16 output columns for
+    `matmul_few_rows`, which takes every product of 1-16 rows (`FEW_ROWS`).
+
+    Without panels, on an Intel CPU in fp32, given `full_batch` (the engine's
+    `max_num_seqs`), it keeps `mkl` instead: the weight packed by MKL for products of
+    exactly `full_batch` rows (`mkl_rows`; PyTorch's `mkl._mkl_linear` uses such a copy
+    only at that row count).
 
     The copy remembers which tensor it was made from: if the weight is replaced or
     modified in place, `matches` turns False and `linear` falls back to `F.linear`.
@@ -73,14 +112,22 @@ class PackedWeight:
     # gemv was 2-4× *slower* than the packed kernel, so every row count is packed
     # (all measured: PERFORMANCE.md, change 5).
     MIN_ROWS_ON_INTEL = {torch.float32: 4, torch.bfloat16: 1}
+    FEW_ROWS = range(1, 17)     # the row counts `matmul_few_rows` takes (MATMUL_MAX_ROWS)
 
     def __init__(self, weight: torch.Tensor, vendor: str | None = None,
-                 full_batch: int | None = None):
+                 full_batch: int | None = None, few_rows: bool | None = None):
         vendor = cpu_vendor() if vendor is None else vendor
         self.source = _identity(weight)
         self.min_rows = self.min_rows_for(weight.dtype, vendor)
         self.data = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), self.ROWS_HINT)
-        self.mkl_rows = self.mkl_rows_for(weight, vendor, full_batch)     # 0: no MKL copy
+        self.kernels = few_rows_kernels(weight) if few_rows is not False else None
+        if few_rows and self.kernels is None:
+            raise ValueError("few_rows=True needs a float32 weight on a CPU with AVX-512 "
+                             "where minillm's C++ kernels build; pass few_rows=None to use "
+                             "them only where they can run")
+        self.panels = None if self.kernels is None else self.kernels.pack_panels(weight)
+        self.mkl_rows = (0 if self.panels is not None                     # 0: no MKL copy
+                         else self.mkl_rows_for(weight, vendor, full_batch))
         self.mkl = (torch.ops.mkl._mkl_reorder_linear_weight(weight.detach(), self.mkl_rows)
                     if self.mkl_rows else None)
 
@@ -88,12 +135,16 @@ class PackedWeight:
         return _identity(weight) == self.source
 
     def kernel_for(self, x: torch.Tensor, weight: torch.Tensor) -> str:
-        """Which kernel computes `x @ weight.T`: "mkl" (exactly `mkl_rows` rows), "onednn"
-        (at least `min_rows` rows), or "F.linear" (fewer rows, or a weight that is no
-        longer the one packed)."""
+        """Which kernel computes `x @ weight.T`: "cpp" (1-16 fp32 rows, with panels),
+        "mkl" (exactly `mkl_rows` rows), "onednn" (at least `min_rows` rows), or
+        "F.linear" (fewer rows, a weight that is no longer the one packed, or a product
+        autograd must see)."""
         if not self.matches(weight):
             return "F.linear"
         rows = x.shape[0]
+        if self.panels is not None and rows in self.FEW_ROWS and x.dtype == torch.float32:
+            needs_grad = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+            return "F.linear" if needs_grad else "cpp"
         if self.mkl_rows and rows == self.mkl_rows:
             return "mkl"
         return "onednn" if rows >= self.min_rows else "F.linear"
@@ -128,6 +179,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """x [T, in] @ weight[out, in]ᵀ (+ bias) → [T, out], by the kernel the packed copy
     picks (`PackedWeight.kernel_for`)."""
     kernel = "F.linear" if packed is None else packed.kernel_for(x, weight)
+    if kernel == "cpp":
+        return packed.kernels.matmul_few_rows(x, packed.panels, weight.shape[0], bias)
     if kernel == "mkl":
         return torch.ops.mkl._mkl_linear(x, packed.mkl, weight, bias, x.shape[0])
     if kernel == "onednn":

@@ -98,6 +98,52 @@ def test_silu_and_mul_where_exp_saturates(kernels, dtype):
     torch.testing.assert_close(got, F.silu(gate) * up, **TOLERANCE[dtype])
 
 
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 16), out_features=st.sampled_from([1, 16, 100, 960]),
+       in_features=st.sampled_from([1, 7, 576, 1536]), with_bias=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_matmul_few_rows_is_x_times_w_transposed(kernels, rows, out_features, in_features,
+                                                 with_bias, seed):
+    """Any 1-16 rows, any width (not only multiples of the 16-column panel), with and
+    without bias. The bound is the worst case of summing `in_features` products in some
+    order in float32, K·2⁻²⁴·Σ|x·w| (Higham's γ_K), against a float64 reference: any
+    wrong weight, column or row is far outside it, no reordering of the sum can reach it."""
+    gen = torch.Generator().manual_seed(seed)
+    x = random(gen, rows, in_features, dtype=torch.float32)
+    weight = random(gen, out_features, in_features, dtype=torch.float32, scale=0.05)
+    bias = random(gen, out_features, dtype=torch.float32) if with_bias else None
+    got = kernels.matmul_few_rows(x, kernels.pack_panels(weight), out_features, bias)
+    want = F.linear(x.double(), weight.double(), None if bias is None else bias.double())
+    bound = (in_features + 1) * 2.0 ** -24 * (x.double().abs() @ weight.double().abs().T
+                                              + (0 if bias is None else bias.double().abs()))
+    assert got.shape == (rows, out_features) and got.dtype == torch.float32
+    assert ((got.double() - want).abs() <= bound + 1e-30).all()
+
+
+def test_matmul_few_rows_gives_a_row_the_same_bits_alone_or_in_a_batch(kernels):
+    """Each output is one sum over k in order, whatever the row count: batch-invariant."""
+    gen = torch.Generator().manual_seed(0)
+    x = random(gen, 16, 576, dtype=torch.float32)
+    panels = kernels.pack_panels(random(gen, 200, 576, dtype=torch.float32))
+    together = kernels.matmul_few_rows(x, panels, 200)
+    for rows in (1, 5, 16):
+        assert torch.equal(kernels.matmul_few_rows(x[:rows], panels, 200), together[:rows])
+    assert torch.equal(kernels.matmul_few_rows(x[7:8], panels, 200), together[7:8])
+
+
+def test_matmul_few_rows_rejects_what_it_cannot_multiply(kernels):
+    panels = kernels.pack_panels(torch.ones(20, 8))
+    assert panels.shape == (2, 8, 16) and panels[1, :, 4:].eq(0).all()    # zeros past N
+    for x, why in ((torch.ones(17, 8), "1-16"), (torch.ones(0, 8), "1-16"),
+                   (torch.ones(2, 9), "same K"), (torch.ones(2, 8).bfloat16(), "float32")):
+        with pytest.raises(ValueError, match="matmul_few_rows multiplies"):
+            kernels.matmul_few_rows(x, panels, 20)
+    with pytest.raises(TypeError, match="float32 weight"):
+        kernels.pack_panels(torch.ones(4, 4, dtype=torch.bfloat16))
+    assert torch.equal(kernels.matmul_few_rows(torch.ones(2, 8), panels, 20),  # still works
+                       torch.full((2, 20), 8.0))
+
+
 def test_the_library_is_built_once_and_then_found_in_the_cache(kernels):
     path, seconds = build.build_library()
     assert path == kernels.path and path.exists() and seconds == 0.0

@@ -14,7 +14,12 @@ kernels do the same arithmetic in four loops, each called once per layer:
 
 The "cpp" attention backend (`minillm/attention/cpp_paged.py`) uses the first, and hands
 the model the others (`LlamaModel.forward`); the "torch" and "sparse" backends run the
-PyTorch lines of `model.py` and stay the readable reference. What the kernels buy is
+PyTorch lines of `model.py` and stay the readable reference.
+
+A fifth, `matmul_few_rows` (matmul.cpp), is the fp32 matmul of a decode step's 1-16 rows
+by a weight packed once into panels (`pack_panels`); `packed_linear.py` uses it for every
+projection whatever the attention backend, since it replaces a library call, not PyTorch
+lines a learner reads. What the kernels buy is
 measured in `minillm/PERFORMANCE.md`; the tests hold them to the PyTorch formulas.
 
 They are compiled on first use by the machine's C++ compiler (`build.py`: 4.6 s measured, cached
@@ -47,6 +52,8 @@ _SIGNATURES = {     # entry point (without the dtype suffix): argument types
     "minillm_rope": [_P, _I64, _I64, _I64, _I64, _P, _P, _INT],
     "minillm_silu_and_mul": [_P, _P, _I64, _I64, _INT],
 }
+MATMUL_PANEL = 16               # matmul.cpp: output columns per panel
+MATMUL_MAX_ROWS = 16            # matmul.cpp: the most rows `matmul_few_rows` multiplies
 
 
 class CpuKernelsUnavailable(RuntimeError):
@@ -95,6 +102,9 @@ class CpuKernels:
                 fn.argtypes = argtypes
                 fn.restype = ctypes.c_int if name == "minillm_paged_attention" else None
                 self._entry[name, dtype] = fn
+        self._matmul = library.minillm_matmul_few_rows          # float32 only
+        self._matmul.argtypes = [_P, _P, _P, _P, _I64, _I64, _I64, _INT]
+        self._matmul.restype = ctypes.c_int
 
     @staticmethod
     def unsupported(dtype: torch.dtype, num_heads: int, num_kv_heads: int,
@@ -180,6 +190,37 @@ class CpuKernels:
                                                          rows, width // 2, torch.get_num_threads())
         return out
 
+    @staticmethod
+    def pack_panels(weight: torch.Tensor) -> torch.Tensor:
+        """weight [N, K] fp32 → panels [ceil(N/16), K, 16] for `matmul_few_rows`: panel p
+        holds output columns 16p..16p+15, one k after another (zeros past N)."""
+        if weight.dtype != torch.float32 or weight.dim() != 2:
+            raise TypeError(f"pack_panels takes a 2-D float32 weight, got {weight.dtype} "
+                            f"{tuple(weight.shape)}")
+        N, K = weight.shape
+        num_panels = -(-N // MATMUL_PANEL)
+        padded = torch.zeros(num_panels * MATMUL_PANEL, K, dtype=weight.dtype)
+        padded[:N] = weight.detach()
+        return padded.view(num_panels, MATMUL_PANEL, K).transpose(1, 2).contiguous()
+
+    def matmul_few_rows(self, x: torch.Tensor, panels: torch.Tensor, out_features: int,
+                        bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x [M, K] @ Wᵀ (+ bias) → [M, out_features], for 1 <= M <= 16 rows of fp32,
+        W given as its `pack_panels`."""
+        M, K = x.shape
+        if (x.dtype != torch.float32 or not 1 <= M <= MATMUL_MAX_ROWS
+                or panels.shape != (-(-out_features // MATMUL_PANEL), K, MATMUL_PANEL)):
+            raise ValueError(f"matmul_few_rows multiplies 1-{MATMUL_MAX_ROWS} float32 rows by "
+                             f"panels of the same K; got x {x.dtype} {tuple(x.shape)}, panels "
+                             f"{tuple(panels.shape)} for {out_features} outputs")
+        x = x.contiguous()
+        if bias is not None:
+            bias = bias.detach().to(torch.float32).contiguous()
+        y = torch.empty(M, out_features, dtype=torch.float32)
+        self._matmul(x.data_ptr(), panels.data_ptr(), None if bias is None else bias.data_ptr(),
+                     y.data_ptr(), M, out_features, K, torch.get_num_threads())
+        return y
+
 
 def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
     """x [T, heads, D] with each row's heads side by side (a row of a fused QKV output
@@ -188,5 +229,5 @@ def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(2) == 1 and x.stride(1) == D else x.contiguous()
 
 
-__all__ = ["CpuKernels", "CpuKernelsUnavailable", "HEAD_DIMS", "load", "openmp_runtimes",
-           "unavailable_reason"]
+__all__ = ["CpuKernels", "CpuKernelsUnavailable", "HEAD_DIMS", "MATMUL_MAX_ROWS", "load",
+           "openmp_runtimes", "unavailable_reason"]

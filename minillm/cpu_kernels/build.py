@@ -5,7 +5,8 @@
 The command is an ordinary compiler call, printed by `compile_command()`:
 
     g++ -O3 -march=native -fopenmp -fPIC -shared -std=c++17 -fno-math-errno \\
-        -fno-trapping-math paged_attention.cpp elementwise.cpp -o minillm_cpu_kernels-<key>.so
+        -fno-trapping-math paged_attention.cpp elementwise.cpp matmul.cpp \\
+        -o minillm_cpu_kernels-<key>.so
 
 * `-march=native`: use every vector instruction this CPU has (AVX-512 here, NEON on ARM).
   So a library is only valid on the CPU it was built for: the cache key includes the
@@ -44,7 +45,7 @@ from pathlib import Path
 from minillm.model_cache import model_cache_dir
 
 SOURCE_DIR = Path(__file__).parent
-SOURCES = ("paged_attention.cpp", "elementwise.cpp")
+SOURCES = ("paged_attention.cpp", "elementwise.cpp", "matmul.cpp")
 HEADERS = ("common.h",)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
          "-fno-math-errno", "-fno-trapping-math", "-Wall")
