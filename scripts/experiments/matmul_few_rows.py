@@ -11,7 +11,9 @@ weight bytes read per second:
 * `F.linear` (MKL), oneDNN's packed copy, MKL's copy packed for exactly that many rows
   (what `PackedWeight` used before change 13), and `matmul_few_rows` on its panels;
 * `read only`: `torch.sum` over a tensor of the same 538 MB, the speed of streaming the
-  bytes with nothing else to do.
+  bytes with nothing else to do;
+* `in cache`: `matmul_few_rows` by one 576×576 weight (1.3 MB, in the two cores' L2)
+  500 times, GFLOP/s: the speed of its arithmetic alone.
 
 `--distances`: the kernel re-compiled with other prefetch distances and localities (the
 constant and the hint substituted in a copy of matmul.cpp, compiled with build.py's
@@ -91,7 +93,18 @@ def compare(row_counts):
                  "read only": lambda j, x: flat.sum() if j == 0 else None}
         ms = median_ms(calls, weights, rows)
         print(f"{rows:2d} rows: " + ", ".join(f"{n} {t:.1f} ({gb / t * 1e3:.1f})"
-                                              for n, t in ms.items()), flush=True)
+                                              for n, t in ms.items())
+              + f"; in cache {in_cache_gflops(ours, weights, rows):.0f} GFLOP/s", flush=True)
+
+
+def in_cache_gflops(call, weights, rows, repeats=500):
+    j = next(i for i, w in enumerate(weights) if w.shape == (576, 576))
+    x = torch.randn(rows, 576)
+    call(j, x)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        call(j, x)
+    return 2 * rows * 576 * 576 * repeats / (time.perf_counter() - start) / 1e9
 
 
 def build_variant(folder: Path, distance: int, locality: int):
