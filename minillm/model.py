@@ -24,8 +24,10 @@ Speed (`minillm/PERFORMANCE.md` says what each trick bought, and how it was meas
 * RoPE's cos/sin rows are looked up **once per step**, not once per layer, and
   queries and keys are rotated **together** (they sit side by side in the fused QKV
   output).
-* On CPU every weight matrix is also kept **pre-packed** in oneDNN's blocked layout
-  (`packed_linear.py`): the same products, arranged for the vector units.
+* On CPU every weight matrix is also kept **pre-packed** (`packed_linear.py`): in
+  oneDNN's blocked layout, and in fp32 on an AVX-512 CPU in panels of 16 columns for a
+  decode step's 1-16 rows (`minillm/cpu_kernels/matmul.cpp`): the same products,
+  arranged for the vector units and the memory's stream.
 * Each residual add is done by the norm that follows it (`RMSNorm.add_and_norm`), so a
   layer hands its MLP output to the next layer still to be added. With the "cpp"
   attention backend (the CPU default) those add + norm pairs, RoPE and SiLU·up each run

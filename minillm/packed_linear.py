@@ -13,8 +13,9 @@ Which kernel multiplies `x [rows, in]` by a weight (`PackedWeight.kernel_for`):
 * **"cpp"**, fp32, 1-16 rows (a decode step), on a CPU with AVX-512 where minillm's C++
   kernels build: `matmul_few_rows` (`minillm/cpu_kernels/matmul.cpp`) reads the weight
   from panels of 16 output columns, each one contiguous stream, prefetched ahead. On the
-  course machine it streams the weights 1.2-1.4× faster than MKL or oneDNN at every one
-  of those row counts (change 13).
+  course machine it was 1.07-1.28× faster than the fastest library kernel at every one
+  of those row counts (PERFORMANCE.md, change 13). Not yet measured on AMD's AVX-512
+  CPUs (Zen 4, Zen 5), which take it too: `scripts/experiments/matmul_few_rows.py`.
 * **"onednn"**, more rows (a prefill chunk), and bf16 at every row count: oneDNN's
   kernel on its own blocked copy of the weight (AMX in bf16).
 
