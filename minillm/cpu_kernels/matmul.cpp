@@ -14,11 +14,11 @@
 //
 // 2. Prefetching. The CPU's own prefetcher follows a stream only so far ahead; with M
 //    multiply-adds between one weight load and the next, the out-of-order core holds too
-//    few loads in flight to cover the memory's latency, and the stream ran at ~13 GB/s.
-//    An explicit prefetch kDistance floats ahead (8 KiB, into L2) asks for each line
-//    long before it is needed. On the course machine that took 16 rows from ~13 to
-//    ~19 GB/s and one row to ~31, where a plain read of the same bytes runs at ~29
-//    (PERFORMANCE.md, change 13, which also has the distances tried).
+//    few loads in flight to cover the memory's latency. An explicit prefetch kDistance
+//    floats ahead (8 KiB, into L2) asks for each line long before it is needed. On the
+//    course machine that took 16 rows from ~12 to ~18 GB/s and one row from ~22 to
+//    ~30, as fast as a plain read of the same bytes (25-31 GB/s): PERFORMANCE.md,
+//    change 13, which also has the distances and hints tried.
 //
 // Each output is one running sum over k in order, the same for every row and batch size:
 // a row gets the same result whether it is multiplied alone or beside 15 others.
