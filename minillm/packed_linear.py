@@ -48,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minillm import cpu_kernels
+
 
 @cache
 def cpu_vendor() -> str:
@@ -79,9 +81,8 @@ def few_rows_kernels(weight: torch.Tensor):
     (fp32 on a CPU with AVX-512, the kernels built), else None."""
     if weight.device.type != "cpu" or weight.dtype != torch.float32 or not cpu_has_avx512():
         return None
-    from minillm import cpu_kernels                     # compiles on first use (~5 s)
     try:
-        return cpu_kernels.load()
+        return cpu_kernels.load()                       # compiles on first use (~5 s)
     except cpu_kernels.CpuKernelsUnavailable:
         return None
 
@@ -113,7 +114,7 @@ class PackedWeight:
     # gemv was 2-4× *slower* than the packed kernel, so every row count is packed
     # (all measured: PERFORMANCE.md, change 5).
     MIN_ROWS_ON_INTEL = {torch.float32: 4, torch.bfloat16: 1}
-    FEW_ROWS = range(1, 17)     # the row counts `matmul_few_rows` takes (MATMUL_MAX_ROWS)
+    FEW_ROWS = range(1, cpu_kernels.MATMUL_MAX_ROWS + 1)   # what `matmul_few_rows` takes
 
     def __init__(self, weight: torch.Tensor, vendor: str | None = None,
                  full_batch: int | None = None, few_rows: bool | None = None):

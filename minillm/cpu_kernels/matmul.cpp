@@ -8,9 +8,10 @@
 // 1. The layout. W is re-arranged once, at load time (`CpuKernels.pack_panels`), into
 //    panels of 16 output columns: panel p holds W[16p .. 16p+15, k] for k = 0, 1, 2, ...
 //    one after another, so the kernel reads each panel as one contiguous run of memory,
-//    16 floats (one 64-byte cache line, one AVX-512 register) per k. For each k it multiplies that vector by
-//    x[m, k] for every row m and adds into M accumulator registers: M·16 outputs stay in
-//    registers for the whole sum over k, and each weight is read exactly once.
+//    16 floats (one 64-byte cache line, one AVX-512 register) per k. For each k it
+//    multiplies that vector by x[m, k] for every row m and adds into M accumulator
+//    registers: M·16 outputs stay in registers for the whole sum over k, and each weight
+//    is read exactly once.
 //
 // 2. Prefetching. The CPU's own prefetcher follows a stream only so far ahead; with M
 //    multiply-adds between one weight load and the next, the out-of-order core holds too
@@ -35,7 +36,6 @@ constexpr int64_t kMaxRows = 16;                   // rows this kernel multiplie
 constexpr int64_t kDistance = 2048;                // floats ahead to prefetch (8 KiB)
 
 typedef float vec16 __attribute__((vector_size(64)));   // 16 floats: a zmm register
-
 
 // One panel: y[m, n0 .. n0+width) for all M rows, width <= 16 (less only in the last panel).
 template <int M>

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from matmul_rows import layer_weights, packed_call                          # this folder
+from matmul_rows import layer_weights, median_step_ms, packed_call          # this folder
 from minillm import cpu_kernels
 from minillm.cpu_kernels.build import FLAGS, SOURCE_DIR, find_compiler
 
@@ -63,21 +63,21 @@ def mkl_packed(weights, rows):
 
 
 def median_ms(calls: dict, weights, rows: int) -> dict[str, float]:
-    inputs = {k: torch.randn(rows, k) for k in {w.shape[1] for w in weights}}
-    times = {name: [] for name in calls}
-    for r in range(ROUNDS + 1):                                  # round 0: warm-up
-        for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-            start = time.perf_counter()
-            for j, w in enumerate(weights):
-                calls[name](j, inputs[w.shape[1]])
-            if r:
-                times[name].append(time.perf_counter() - start)
-    return {name: sorted(t)[ROUNDS // 2] * 1e3 for name, t in times.items()}
+    """`matmul_rows.median_step_ms` after one untimed pass of each call (page faults, the
+    libraries' first-call set-up)."""
+    x = {k: torch.randn(rows, k) for k in {w.shape[1] for w in weights}}
+    for call in calls.values():
+        for j, w in enumerate(weights):
+            call(j, x[w.shape[1]])
+    return median_step_ms(calls, weights, rows, ROUNDS)
 
 
 def check(call, weights, rows):
-    x = torch.randn(rows, weights[0].shape[1])
-    torch.testing.assert_close(call(0, x), F.linear(x, weights[0]), rtol=1e-5, atol=1e-5)
+    """call against F.linear on every weight shape of the step (one of each)."""
+    first_of_shape = {w.shape: j for j, w in reversed(list(enumerate(weights)))}
+    for j in first_of_shape.values():
+        x = torch.randn(rows, weights[j].shape[1])
+        torch.testing.assert_close(call(j, x), F.linear(x, weights[j]), rtol=1e-5, atol=1e-5)
 
 
 def compare(row_counts):
@@ -107,6 +107,17 @@ def in_cache_gflops(call, weights, rows, repeats=500):
     return 2 * rows * 576 * 576 * repeats / (time.perf_counter() - start) / 1e9
 
 
+def compile_matmul(source: Path, library: Path, *defines: str):
+    """`minillm_matmul_few_rows` from `source` (a variant of matmul.cpp), compiled with
+    build.py's flags into `library`, as a ctypes function."""
+    subprocess.run([find_compiler(), *FLAGS, *defines, str(source), "-o", str(library)],
+                   check=True)
+    matmul = ctypes.CDLL(str(library)).minillm_matmul_few_rows
+    P, I64 = ctypes.c_void_p, ctypes.c_int64
+    matmul.argtypes = [P, P, P, P, I64, I64, I64, ctypes.c_int]
+    return matmul
+
+
 def build_variant(folder: Path, distance: int, locality: int):
     source = (SOURCE_DIR / "matmul.cpp").read_text()
     old_distance = "constexpr int64_t kDistance = 2048;"
@@ -116,12 +127,7 @@ def build_variant(folder: Path, distance: int, locality: int):
     source = source.replace(old_hint, f"0, {locality});")
     path = folder / f"matmul-{distance}-{locality}.cpp"
     path.write_text(source)
-    library = path.with_suffix(".so")
-    subprocess.run([find_compiler(), *FLAGS, str(path), "-o", str(library)], check=True)
-    matmul = ctypes.CDLL(str(library)).minillm_matmul_few_rows
-    P, I64 = ctypes.c_void_p, ctypes.c_int64
-    matmul.argtypes = [P, P, P, P, I64, I64, I64, ctypes.c_int]
-    return matmul
+    return compile_matmul(path, path.with_suffix(".so"))
 
 
 def distances():
