@@ -34,41 +34,92 @@ namespace {
 constexpr int64_t kPanel = 16;                     // output columns per panel (one vector)
 constexpr int64_t kMaxRows = 16;                   // rows this kernel multiplies at once
 constexpr int64_t kDistance = 2048;                // floats ahead to prefetch (8 KiB)
+constexpr int64_t kBlock = 32;                     // values of k per block (2 KiB per panel)
 
 typedef float vec16 __attribute__((vector_size(64)));   // 16 floats: a zmm register
 
-// One panel: y[m, n0 .. n0+width) for all M rows, width <= 16 (less only in the last panel).
-template <int M>
-void panel_times_rows(const float* __restrict x, int64_t K, const float* __restrict panel,
-                      const float* __restrict bias, float* __restrict y, int64_t N, int64_t n0,
-                      int64_t width) {
-  vec16 acc[M];
+inline vec16 load(const float* p) {
+  vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// sums[s][m] += Σ_{k0 <= k < k1} x[m, k] · panel_s[k] for rows kFrom <= m < kTo and S
+// panels (streams). The running sums sit in registers for the block; the first pass over
+// a block (kFrom == 0) also prefetches the lines of a later one.
+template <int S, int kFrom, int kTo>
+inline void accumulate_block(const float* __restrict x, int64_t K,
+                             const float* const* __restrict panels, int64_t k0, int64_t k1,
+                             vec16 (*__restrict sums)[kMaxRows]) {
+  constexpr int R = kTo - kFrom;
+  vec16 acc[S][R];
 #pragma GCC unroll 16
-  for (int m = 0; m < M; ++m) acc[m] = vec16{};
-  for (int64_t k = 0; k < K; ++k) {
-    vec16 w;                                                      // W[n0 .. n0+15, k]
-    std::memcpy(&w, panel + k * kPanel, sizeof w);
-    __builtin_prefetch(panel + k * kPanel + kDistance, /*read*/ 0, /*into L2*/ 2);
+  for (int m = 0; m < R; ++m)
+    for (int s = 0; s < S; ++s) acc[s][m] = sums[s][kFrom + m];
+  for (int64_t k = k0; k < k1; ++k) {
+    vec16 w[S];                                                   // W[n0 .. n0+15, k]
+    for (int s = 0; s < S; ++s) {
+      w[s] = load(panels[s] + k * kPanel);
+      if (kFrom == 0) __builtin_prefetch(panels[s] + k * kPanel + kDistance, /*read*/ 0, /*L2*/ 2);
+    }
 #pragma GCC unroll 16
-    for (int m = 0; m < M; ++m) acc[m] += x[m * K + k] * w;      // broadcast x[m, k]
+    for (int m = 0; m < R; ++m) {
+      const float x_mk = x[(kFrom + m) * K + k];                  // broadcast x[m, k]
+      for (int s = 0; s < S; ++s) acc[s][m] += x_mk * w[s];
+    }
+  }
+#pragma GCC unroll 16
+  for (int m = 0; m < R; ++m)
+    for (int s = 0; s < S; ++s) sums[s][kFrom + m] = acc[s][m];
+}
+
+// y[:, columns of S panels] for all M rows: the panels' weights stream in once, block by
+// block of k; up to 8 rows take a block in one pass, 9-16 rows in two passes (the second
+// finds the block in L1), so the accumulators (S·rows) fit the 32 vector registers.
+template <int S, int M>
+void panels_times_rows(const float* __restrict x, int64_t K, const float* const* panels,
+                       const float* __restrict bias, float* __restrict y, int64_t N,
+                       const int64_t* n0) {
+  constexpr int kFirst = M > 8 ? (M + 1) / 2 : M;                 // rows in the first pass
+  vec16 sums[S][kMaxRows] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kBlock) {
+    const int64_t k1 = k0 + kBlock < K ? k0 + kBlock : K;
+    accumulate_block<S, 0, kFirst>(x, K, panels, k0, k1, sums);
+    if constexpr (kFirst < M) accumulate_block<S, kFirst, M>(x, K, panels, k0, k1, sums);
   }
   float out[kPanel];
-  for (int m = 0; m < M; ++m) {
-    std::memcpy(out, &acc[m], sizeof out);
-    for (int64_t j = 0; j < width; ++j)
-      y[m * N + n0 + j] = bias ? out[j] + bias[n0 + j] : out[j];
+  for (int s = 0; s < S; ++s) {
+    const int64_t width = N - n0[s] < kPanel ? N - n0[s] : kPanel;  // less in the last panel
+    for (int m = 0; m < M; ++m) {
+      std::memcpy(out, &sums[s][m], sizeof out);
+      float* y_row = y + m * N + n0[s];
+      for (int64_t j = 0; j < width; ++j) y_row[j] = bias ? out[j] + bias[n0[s] + j] : out[j];
+    }
   }
 }
 
+// Each thread takes a contiguous range of panels and walks it as pairs far apart (its
+// i-th panel with the one half its range later): two streams from two places in memory.
 template <int M>
 void rows_times_panels(const float* x, const float* panels, const float* bias, float* y,
                        int64_t N, int64_t K, int num_threads) {
   const int64_t num_panels = (N + kPanel - 1) / kPanel;
-#pragma omp parallel for num_threads(num_threads) schedule(static)
-  for (int64_t p = 0; p < num_panels; ++p) {
-    const int64_t n0 = p * kPanel;
-    const int64_t width = N - n0 < kPanel ? N - n0 : kPanel;
-    panel_times_rows<M>(x, K, panels + p * K * kPanel, bias, y, N, n0, width);
+#pragma omp parallel num_threads(num_threads)
+  {
+    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+    const int64_t lo = num_panels * t / T, hi = num_panels * (t + 1) / T;
+    const int64_t half = (hi - lo) / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = lo + i, b = lo + half + i;
+      const float* pair[2] = {panels + a * K * kPanel, panels + b * K * kPanel};
+      const int64_t n0[2] = {a * kPanel, b * kPanel};
+      panels_times_rows<2, M>(x, K, pair, bias, y, N, n0);
+    }
+    if ((hi - lo) % 2) {                                          // the odd one out, alone
+      const float* one[1] = {panels + (hi - 1) * K * kPanel};
+      const int64_t n0[1] = {(hi - 1) * kPanel};
+      panels_times_rows<1, M>(x, K, one, bias, y, N, n0);
+    }
   }
 }
 
