@@ -36,7 +36,7 @@ def steps(draw):
     seqs = [(draw(st.integers(0, 40)), draw(st.sampled_from([1, 1, 1, 2, 3, 7])))
             for _ in range(num_seqs)]
     return {"seqs": seqs, "block_size": draw(st.sampled_from([1, 2, 4, 16])),
-            "kv_heads": draw(st.integers(1, 3)), "ratio": draw(st.sampled_from([1, 3])),
+            "kv_heads": draw(st.integers(1, 3)), "ratio": draw(st.sampled_from([1, 3, 17])),
             "head_dim": draw(st.sampled_from([8, 16])), "seed": draw(st.integers(0, 1000))}
 
 

@@ -42,7 +42,6 @@ from minillm.cpu_kernels.build import BuildError, build_library
 
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
 HEAD_DIMS = (8, 16, 32, 48, 64, 80, 96, 128, 160, 192, 256)   # paged_attention.cpp's instances
-MAX_QUERY_HEADS_PER_KV_HEAD = 16
 
 _P, _I64, _INT, _F32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_float
 _SIGNATURES = {     # entry point (without the dtype suffix): argument types
@@ -114,9 +113,9 @@ class CpuKernels:
             return f"the C++ kernels compute in {tuple(map(str, DTYPE_NAMES))}, not {dtype}"
         if head_dim not in HEAD_DIMS:
             return f"the C++ attention kernel is built for head sizes {HEAD_DIMS}, not {head_dim}"
-        if num_heads % num_kv_heads or num_heads // num_kv_heads > MAX_QUERY_HEADS_PER_KV_HEAD:
-            return (f"the C++ attention kernel needs num_heads a multiple of num_kv_heads, at "
-                    f"most {MAX_QUERY_HEADS_PER_KV_HEAD}×; got {num_heads} and {num_kv_heads}")
+        if num_heads % num_kv_heads:
+            return (f"the C++ attention kernel needs num_heads a multiple of num_kv_heads; "
+                    f"got {num_heads} and {num_kv_heads}")
         return None
 
     def _call(self, name: str, dtype: torch.dtype):

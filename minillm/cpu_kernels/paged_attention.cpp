@@ -19,11 +19,13 @@
 //   3. output   o_g    = Σ_p w_g[p] · v_p
 // Keys of one K/V head are read once for all G query heads of that head.
 //
-// Speed: a head's D values are held in registers as vectors of 8 floats (GCC/Clang
+// Speed: a query head's D values are held in registers as vectors of 8 floats (GCC/Clang
 // vector extensions: AVX on x86, NEON on ARM, chosen by the compiler with
-// -march=native), and the next block's keys are prefetched while this block is read,
-// because blocks sit anywhere in memory and the CPU's own prefetcher cannot guess the
-// jump. Work items — (query row, K/V heads) — are split between OpenMP threads by their
+// -march=native) while it meets a block's keys, eight keys at a time, and the eight
+// dot products are summed together (`sum8_of_8`). When a work item reads only some of
+// each token's heads, the next block's keys are prefetched while this block is read,
+// because blocks sit anywhere in memory and those strided reads leave the CPU's own
+// prefetcher behind. Work items — (query row, K/V heads) — are split between OpenMP threads by their
 // number of keys, so a long sequence does not leave the other thread idle.
 
 #include <cstdint>
@@ -93,13 +95,17 @@ void attend_row(const T* q, const T* k_cache, const T* v_cache, const int32_t* t
     for (int64_t t = 0; t < tokens; ++t) prefetch(start + t * token_stride + h0 * D, span_bytes);
   };
   auto scores_of = [&](int64_t h, int64_t g) { return scores + ((h - h0) * G + g) * ctx; };
+  // Reading all heads, a block is one contiguous run (bs · Hkv · D values) that the CPU's
+  // own prefetcher follows; reading a few heads of each token, the reads stride, and
+  // asking for the next block's lines ahead pays (PERFORMANCE.md, change 14).
+  const bool strided = h1 - h0 < s.num_kv_heads;
 
   // 1. scores, block by block; one query head at a time, its vectors in registers (the
   //    block's keys stay in L1 for the next query head of the group), eight keys at once
   for (int64_t j = 0; j < num_blocks; ++j) {
     const int64_t first = j * bs, n = ctx - first < bs ? ctx - first : bs;
-    if (j + 1 < num_blocks) prefetch_block(block(k_cache, j + 1), bs);
-    prefetch_block(block(v_cache, j), n);                       // for step 3
+    if (strided && j + 1 < num_blocks) prefetch_block(block(k_cache, j + 1), bs);
+    if (strided) prefetch_block(block(v_cache, j), n);          // for step 3
     for (int64_t h = h0; h < h1; ++h) {
       const T* keys = block(k_cache, j) + h * D;
       for (int64_t g = 0; g < G; ++g) {
@@ -219,7 +225,7 @@ void paged_attention(const T* q, int64_t q_row_stride, const T* k, const T* v,
 }
 
 // head_dim → the template instance (D = 8 · NV); 1 for a head size it was not built for,
-// or for heads that do not group into at most 16 query heads per K/V head.
+// or for query heads that do not group evenly over the K/V heads.
 template <typename T>
 int dispatch(const T* q, int64_t q_row_stride, const T* k, const T* v, int64_t kv_row_stride,
              const int64_t* slot_mapping, T* k_cache, T* v_cache, const int32_t* block_tables,
@@ -227,7 +233,7 @@ int dispatch(const T* q, int64_t q_row_stride, const T* k, const T* v, int64_t k
              int64_t num_seqs, int64_t max_pairs, T* out, int64_t num_heads,
              int64_t num_kv_heads, int64_t head_dim, int64_t block_size, float scale,
              int num_threads) {
-  if (num_kv_heads < 1 || num_heads % num_kv_heads || num_heads / num_kv_heads > 16) return 1;
+  if (num_kv_heads < 1 || num_heads % num_kv_heads) return 1;
   const Shapes s{num_heads, num_kv_heads, block_size, scale};
 #define MINILLM_HEAD_DIM(NV)                                                                  \
   case NV * 8:                                                                               \
