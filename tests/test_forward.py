@@ -122,6 +122,62 @@ def test_untied_embeddings_and_biases_are_used():
 
 
 @pytest.mark.unit
+def test_fused_decoder_layers_give_the_per_kernel_bits():
+    """A decode step's layers in one C++ call each (`cpu_kernels/decoder_layer.py`) are
+    the very kernel calls the per-layer Python makes: the same logits to the bit, with
+    biases in every projection and untied embeddings too. The fused path must really be
+    taken, once per decode step (the prefill step, 43 rows, is not fused)."""
+    hf = build_tiny_llama(seed=5, tie_word_embeddings=False, attention_bias=True, mlp_bias=True,
+                          num_attention_heads=6, num_key_value_heads=2, hidden_size=384)
+    with torch.no_grad():
+        for name, param in hf.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
+    model = LlamaModel.from_hf(hf)
+    fused, per_kernel = CppAttention(), CppAttention(fuse_layers=False)
+    taken = []
+    offer = fused.fused_layers
+    fused.fused_layers = lambda *args: taken.append(offer(*args)) or taken[-1]
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
+    conts = [torch.randint(0, 256, (6,), generator=g).tolist() for _ in prompts]
+    got = run_flat(model, prompts, conts, fused)
+    want = run_flat(model, prompts, conts, per_kernel)
+    assert [t is not None for t in taken] == [False] + [True] * 6
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert within(max_rel_diff(model, hf, prompts, conts, fused), TINY_REL_TOL)
+
+
+@pytest.mark.unit
+def test_fused_layers_only_for_steps_the_kernels_take_whole():
+    """fp32, 1-16 rows, no prefill chunk long enough for SDPA, and weights that are still
+    the ones packed: anything else runs layer by layer."""
+    model = LlamaModel.from_hf(build_tiny_llama(seed=1))
+    backend = CppAttention(max_pairs=100)
+    caches = allocate_kv_cache(model.num_layers, 40, 4, model.num_kv_heads, model.head_dim,
+                               torch.float32, "cpu")
+
+    def offer(query_lens, seq_lens, dtype=torch.float32):
+        tables = [list(range(i * 10, i * 10 + 10)) for i in range(len(seq_lens))]
+        slots = [tables[b][p // 4] * 4 + p % 4 for b, (n, s) in enumerate(zip(query_lens, seq_lens))
+                 for p in range(s - n, s)]
+        meta = build_attention_metadata(query_lens, seq_lens, tables, slots, 4, torch.device("cpu"))
+        h = torch.zeros(sum(query_lens), model.config.hidden_size, dtype=dtype)
+        rope = model.rope.cos_sin(torch.zeros(sum(query_lens), dtype=torch.long), dtype)
+        return backend.fused_layers(model, caches, meta, rope, h)
+
+    assert offer([1] * 4, [9] * 4) is not None                      # decodes
+    assert offer([1] * 2 + [6], [9, 9, 12]) is not None             # a short chunk: 72 pairs
+    assert offer([1] * 3 + [13], [9, 9, 9, 13]) is None             # 13 × 13 > 100 pairs
+    assert offer([1] * 17, [5] * 17) is None                        # 17 rows
+    assert offer([1] * 4, [9] * 4, torch.bfloat16) is None
+    with torch.no_grad():
+        model.layers[1].mlp.down_proj.weight.mul_(1.0)              # changed since packing
+    assert offer([1] * 4, [9] * 4) is None
+    assert CppAttention(fuse_layers=False).fused_layers(model, caches, None, None, None) is None
+
+
+@pytest.mark.unit
 def test_flat_batch_differs_if_positions_are_wrong():
     """The oracle can fail: shifting RoPE positions by one breaks the match."""
     hf = build_tiny_llama(seed=0)

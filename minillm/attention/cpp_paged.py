@@ -17,7 +17,10 @@ already written), and its rows are put into the output.
 
 The backend also carries the other C++ kernels (`cpu_kernels`): `LlamaModel.forward`
 sees them and runs the residual add + RMSNorm, RoPE and SiLU·up through them, so the
-layers' element-wise chains are one call each too.
+layers' element-wise chains are one call each too. And for a decode step (fp32, 1-16
+rows) it offers `fused_layers`: each decoder layer's nine kernel calls made from C++ in
+one call (`cpu_kernels/decoder_layer.py`), the same numbers with one return to Python a
+layer; `CppAttention(fuse_layers=False)` keeps the calls one by one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch
 
 from minillm.attention.torch_paged import _PrefillGroup
 from minillm.cpu_kernels import CpuKernelsUnavailable, load
+from minillm.cpu_kernels.decoder_layer import FusedLayers, fused_layers
 from minillm.flat_batch import AttentionMetadata
 
 # A prefill chunk with more (query, key) pairs than this goes to SDPA. A conservative
@@ -39,13 +43,13 @@ class CppAttention:
 
     name = "cpp"
 
-    def __init__(self, max_pairs: int = MAX_PAIRS_IN_KERNEL):
+    def __init__(self, max_pairs: int = MAX_PAIRS_IN_KERNEL, fuse_layers: bool = True):
         try:
             self.cpu_kernels = load()
         except CpuKernelsUnavailable as err:
             raise ValueError(f"attention_backend='cpp' cannot run here: {err}. Use "
                              "attention_backend='sparse' (plain PyTorch) instead.") from None
-        self.max_pairs = max_pairs
+        self.max_pairs, self.fuse_layers = max_pairs, fuse_layers
 
     def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
         if self.name not in meta.scratch:          # once per step: the long chunks, if any
@@ -56,6 +60,16 @@ class CppAttention:
         if long is not None:
             out.index_copy_(0, long.rows, long.attend(q, k_cache, v_cache, scale).to(out.dtype))
         return out
+
+
+    def fused_layers(self, model, kv_caches, meta: AttentionMetadata, rope,
+                     h: torch.Tensor) -> FusedLayers | None:
+        """The step's decoder layers, one C++ call each (`cpu_kernels/decoder_layer.py`),
+        or None: the step does not qualify, or `fuse_layers` is off."""
+        if not self.fuse_layers:
+            return None
+        return fused_layers(self.cpu_kernels.decoder_layer_entry, model, kv_caches, meta, rope,
+                            h, self.max_pairs)
 
 
 def long_chunks(meta: AttentionMetadata, max_pairs: int) -> _PrefillGroup | None:

@@ -45,7 +45,7 @@ from pathlib import Path
 from minillm.model_cache import model_cache_dir
 
 SOURCE_DIR = Path(__file__).parent
-SOURCES = ("paged_attention.cpp", "elementwise.cpp", "matmul.cpp")
+SOURCES = ("paged_attention.cpp", "elementwise.cpp", "matmul.cpp", "decoder_layer.cpp")
 HEADERS = ("common.h",)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
          "-fno-math-errno", "-fno-trapping-math", "-Wall")

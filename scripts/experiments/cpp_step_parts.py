@@ -7,8 +7,10 @@ of each part by wrapping it (perf_counter around the call, summed per step): the
 matmuls (`Linear.forward`), the tied lm_head product, and each C++ kernel (paged
 attention, add+RMSNorm, RoPE, SiLU·up; the Python wrapper included). "rest" is the step
 minus those: the embedding, rotary tables, views and the Python of 30 layers. Prints
-the median step without wrappers, then the parts of the median wrapped step (ms), over
-25 replays each."""
+the median step without wrappers, with the layers fused into one C++ call each (the
+engine's default for such a step: `cpu_kernels/decoder_layer.py`, change 14) and layer by
+layer, then the parts of the median wrapped step, layer by layer (a fused layer's
+kernels are called from C++, out of the wrappers' reach), ms, over 25 replays each."""
 import sys
 import time
 from collections import defaultdict
@@ -49,9 +51,14 @@ def main(dtype: str, batch_size: int, replays: int = 25) -> None:
 
     def forward():
         return replay(runner, batch)
-    for _ in range(5):
-        forward()
-    print(f"median step, unwrapped: {median_ms(forward, replays):.1f} ms")
+    fusable = hasattr(runner.backend, "fuse_layers")
+    for fuse in ((True, False) if fusable else (False,)):
+        if fusable:
+            runner.backend.fuse_layers = fuse
+        for _ in range(5):
+            forward()
+        how = "layers fused" if fuse else "layer by layer"
+        print(f"median step, unwrapped, {how}: {median_ms(forward, replays):.1f} ms")
 
     spent = defaultdict(float)
     originals = {part: getattr(owner, name) for part, (owner, name) in PARTS.items()}
