@@ -204,13 +204,13 @@ class LlamaModel(nn.Module):
         kernels = getattr(backend, "cpu_kernels", None)
         h = self.embed_tokens(input_ids)                                   # [T, H]
         rope = self.rope.cos_sin(positions, h.dtype)                       # 2 × [T, 1, D]
-        fused = (backend.fused_layers(self, kv_caches, meta, rope, h)      # a decode step:
-                 if hasattr(backend, "fused_layers") else None)           # a layer = 1 call
-        pending = None                                   # a layer's output, not yet added
-        for i, (layer, layer_cache) in enumerate(zip(self.layers, kv_caches)):
-            if fused is not None:
-                h, pending = fused(i, h, pending)        # layer's forward, in C++ (same bits)
-            else:
+        fused = (backend.fused_layers(self, kv_caches, meta, rope, h)      # a decode step,
+                 if hasattr(backend, "fused_layers") else None)           # "cpp" backend
+        if fused is not None:
+            h, pending = fused(h)              # the loop below, in one C++ call (same bits)
+        else:
+            pending = None                               # a layer's output, not yet added
+            for layer, layer_cache in zip(self.layers, kv_caches):
                 h, pending = layer(h, pending, rope, layer_cache, meta, backend, kernels)
         h, _ = self.norm.add_and_norm(pending[logits_indices], h[logits_indices])   # [S, H]
         if not self.tied:

@@ -18,9 +18,9 @@ already written), and its rows are put into the output.
 The backend also carries the other C++ kernels (`cpu_kernels`): `LlamaModel.forward`
 sees them and runs the residual add + RMSNorm, RoPE and SiLU·up through them, so the
 layers' element-wise chains are one call each too. And for a decode step (fp32, 1-16
-rows) it offers `fused_layers`: each decoder layer's nine kernel calls made from C++ in
-one call (`cpu_kernels/decoder_layer.py`), the same numbers with one return to Python a
-layer; `CppAttention(fuse_layers=False)` keeps the calls one by one.
+rows) it offers `fused_layers`: all the layers' kernel calls made from C++ in one call
+(`cpu_kernels/decoder_layer.py`), the same numbers with one return to Python a step
+instead of 270; `CppAttention(fuse_layers=False)` keeps the calls one by one.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ class CppAttention:
 
     def fused_layers(self, model, kv_caches, meta: AttentionMetadata, rope,
                      h: torch.Tensor) -> FusedLayers | None:
-        """The step's decoder layers, one C++ call each (`cpu_kernels/decoder_layer.py`),
-        or None: the step does not qualify, or `fuse_layers` is off."""
+        """The step's decoder layers in one C++ call (`cpu_kernels/decoder_layer.py`), or
+        None: the step does not qualify, or `fuse_layers` is off."""
         if not self.fuse_layers:
             return None
-        return fused_layers(self.cpu_kernels.decoder_layer_entry, model, kv_caches, meta, rope,
-                            h, self.max_pairs)
+        return fused_layers(self.cpu_kernels.decoder_layers_entry, model, kv_caches, meta,
+                            rope, h, self.max_pairs)
 
 
 def long_chunks(meta: AttentionMetadata, max_pairs: int) -> _PrefillGroup | None:

@@ -104,9 +104,9 @@ class CpuKernels:
         self._matmul = library.minillm_matmul_few_rows          # float32 only
         self._matmul.argtypes = [_P, _P, _P, _P, _I64, _I64, _I64, _INT]
         self._matmul.restype = ctypes.c_int
-        self.decoder_layer_entry = library.minillm_decoder_layer_float32   # decoder_layer.py
-        self.decoder_layer_entry.argtypes = [_P, _P, _P, _P, _P]
-        self.decoder_layer_entry.restype = ctypes.c_int
+        self.decoder_layers_entry = library.minillm_decoder_layers_float32  # decoder_layer.py
+        self.decoder_layers_entry.argtypes = [_P, _I64, _P, _P, _P, _P]
+        self.decoder_layers_entry.restype = ctypes.c_int
 
     @staticmethod
     def unsupported(dtype: torch.dtype, num_heads: int, num_kv_heads: int,

@@ -1,5 +1,6 @@
-// One decoder layer of a decode step, in one call: the same kernels `LlamaModel.forward`
+// A decode step's decoder layers, in one call: the same kernels `LlamaModel.forward`
 // calls one by one with the "cpp" backend, in the same order, on the same numbers.
+// `minillm_decoder_layer_float32` is one layer; `minillm_decoder_layers_float32`, all of them.
 //
 //   x      = RMSNorm(h += pending) · input_norm          add_rms_norm   (elementwise.cpp)
 //   qkv    = x @ W_qkvᵀ                                  matmul_few_rows (matmul.cpp)
@@ -12,8 +13,8 @@
 // Why one call: a decode step's matmuls stream hundreds of megabytes of weights through
 // the caches, so each return to Python between two kernels finds the interpreter's and
 // PyTorch's own code and data evicted, and pays tens of microseconds of cache misses for
-// a kernel that computes for a few. Nine returns a layer become one (PERFORMANCE.md,
-// change 14). Because the arithmetic is the very same calls, the result is the per-kernel
+// a kernel that computes for a few. 270 returns a step (nine a layer) become one
+// (PERFORMANCE.md, change 14). Because the arithmetic is the very same calls, the result is the per-kernel
 // path's to the bit (tests/test_cpu_kernels.py checks it).
 //
 // fp32 only, 1-16 rows (what matmul_few_rows multiplies), and every query row attended by
@@ -100,4 +101,20 @@ extern "C" int minillm_decoder_layer_float32(const LayerArgs* w, const StepArgs*
   if (failed) return failed;
   minillm_silu_and_mul_float32(gate_up, act, T, I, threads);
   return minillm_matmul_few_rows(act, w->down, w->down_bias, out, T, H, I, threads);
+}
+
+// Every layer of the step in turn, the way `LlamaModel.forward` loops over them: h [rows, H]
+// updated in place, each layer's output the next one's `pending`. The outputs alternate
+// between two buffers, `out` and `spare`, arranged so that the last layer writes `out`.
+extern "C" int minillm_decoder_layers_float32(const LayerArgs* layers, int64_t num_layers,
+                                              const StepArgs* s, float* h, float* out,
+                                              float* spare) {
+  const float* pending = nullptr;                         // the first layer adds nothing
+  for (int64_t i = 0; i < num_layers; ++i) {
+    float* written = (num_layers - 1 - i) % 2 == 0 ? out : spare;
+    const int failed = minillm_decoder_layer_float32(&layers[i], s, pending, h, written);
+    if (failed) return failed;
+    pending = written;
+  }
+  return 0;
 }

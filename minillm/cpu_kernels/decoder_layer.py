@@ -1,12 +1,12 @@
-"""Python's side of `decoder_layer.cpp`: a decode step's layers, one C++ call each.
+"""Python's side of `decoder_layer.cpp`: all of a decode step's layers in one C++ call.
 
 With the "cpp" backend, `LlamaModel.forward` calls nine kernels a layer from Python
 (two add+RMSNorms, four matmuls, RoPE, attention, SiLU·up). Between two of them the
 step returns to Python, and since every matmul streams megabytes of weights through the
 caches, Python and PyTorch find their own code and data evicted each time: a call that
 costs ~4 µs in a loop costs ~20 µs inside a step. `decoder_layer.cpp` makes the same
-nine calls, in the same order, from C++: one return to Python a layer instead of nine,
-and bit-for-bit the same numbers (PERFORMANCE.md, change 14, has what it buys).
+calls, in the same order, from C++: one return to Python a step instead of 270, and
+bit-for-bit the same numbers (PERFORMANCE.md, change 14, has what it buys).
 
 `fused_layers` decides once per step whether the step qualifies, and if so packs what
 the C++ side needs into two structs: per layer its weights (panels, biases, norm
@@ -51,22 +51,21 @@ class StepArgs(ctypes.Structure):
 
 
 class FusedLayers:
-    """`fused(i, h, pending)` → (h, layer i's output): what `DecoderLayer.forward`
-    returns, computed in one call of `minillm_decoder_layer_float32`."""
+    """`fused(h)` → (h, the last layer's output): what `LlamaModel.forward`'s loop over
+    `DecoderLayer.forward` returns, in one call of `minillm_decoder_layers_float32`."""
 
     def __init__(self, entry, layers: list[LayerArgs], step: StepArgs, keep_alive: list):
-        self.entry, self.layers, self.step = entry, layers, step
-        self.layer_ptrs = [ctypes.addressof(args) for args in layers]
-        self.step_ptr = ctypes.addressof(step)
+        self.entry, self.step = entry, step
+        self.layers = (LayerArgs * len(layers))(*layers)       # one C array of the structs
         self.keep_alive = keep_alive           # the tensors the structs point into
 
-    def __call__(self, i: int, h: torch.Tensor, pending: torch.Tensor | None):
-        out = torch.empty_like(h)                                        # [T, H]
-        failed = self.entry(self.layer_ptrs[i], self.step_ptr,
-                            None if pending is None else pending.data_ptr(), h.data_ptr(),
-                            out.data_ptr())
+    def __call__(self, h: torch.Tensor):
+        out, spare = torch.empty_like(h), torch.empty_like(h)            # [T, H] each
+        failed = self.entry(ctypes.addressof(self.layers), len(self.layers),
+                            ctypes.addressof(self.step), h.data_ptr(), out.data_ptr(),
+                            spare.data_ptr())
         if failed:      # fused_layers checked every shape the kernels could refuse
-            raise RuntimeError(f"minillm_decoder_layer_float32 failed ({failed}) on layer {i}")
+            raise RuntimeError(f"minillm_decoder_layers_float32 failed (code {failed})")
         return h, out
 
 
