@@ -167,6 +167,12 @@ def test_fused_layers_only_for_steps_the_kernels_take_whole():
         return backend.fused_layers(model, caches, meta, rope, h)
 
     assert offer([1] * 4, [9] * 4) is not None                      # decodes
+    stack = backend.fused.stack
+    assert offer([1] * 4, [9] * 4) is not None and backend.fused.stack is stack   # kept
+    norm = model.layers[0].input_norm
+    norm.weight = torch.nn.Parameter(norm.weight.detach().clone())  # a new tensor to point at
+    assert offer([1] * 4, [9] * 4) is not None and backend.fused.stack is not stack
+    assert backend.fused.stack.array[0].input_norm == norm.weight.data_ptr()
     assert offer([1] * 2 + [6], [9, 9, 12]) is not None             # a short chunk: 72 pairs
     assert offer([1] * 3 + [13], [9, 9, 9, 13]) is None             # 13 × 13 > 100 pairs
     assert offer([1] * 17, [5] * 17) is None                        # 17 rows

@@ -29,7 +29,7 @@ import torch
 
 from minillm.attention.torch_paged import _PrefillGroup
 from minillm.cpu_kernels import CpuKernelsUnavailable, load
-from minillm.cpu_kernels.decoder_layer import FusedLayers, fused_layers
+from minillm.cpu_kernels.decoder_layer import FusedDecoder, FusedLayers
 from minillm.flat_batch import AttentionMetadata
 
 # A prefill chunk with more (query, key) pairs than this goes to SDPA. A conservative
@@ -50,6 +50,7 @@ class CppAttention:
             raise ValueError(f"attention_backend='cpp' cannot run here: {err}. Use "
                              "attention_backend='sparse' (plain PyTorch) instead.") from None
         self.max_pairs, self.fuse_layers = max_pairs, fuse_layers
+        self.fused = FusedDecoder(self.cpu_kernels.decoder_layers_entry, max_pairs)
 
     def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
         if self.name not in meta.scratch:          # once per step: the long chunks, if any
@@ -68,8 +69,7 @@ class CppAttention:
         None: the step does not qualify, or `fuse_layers` is off."""
         if not self.fuse_layers:
             return None
-        return fused_layers(self.cpu_kernels.decoder_layers_entry, model, kv_caches, meta,
-                            rope, h, self.max_pairs)
+        return self.fused.for_step(model, kv_caches, meta, rope, h)
 
 
 def long_chunks(meta: AttentionMetadata, max_pairs: int) -> _PrefillGroup | None:

@@ -8,10 +8,11 @@ costs ~4 µs in a loop costs ~20 µs inside a step. `decoder_layer.cpp` makes th
 calls, in the same order, from C++: one return to Python a step instead of 270, and
 bit-for-bit the same numbers (PERFORMANCE.md, change 14, has what it buys).
 
-`fused_layers` decides once per step whether the step qualifies, and if so packs what
-the C++ side needs into two structs: per layer its weights (panels, biases, norm
-weights) and KV cache (`LayerArgs`), and per step the rows' rotary tables and attention
-metadata (`StepArgs`). A step qualifies when
+`FusedDecoder.for_step` decides once per step whether the step qualifies, and if so
+hands the C++ side two structs: per layer its weights (panels, biases, norm weights)
+and KV cache (`LayerArgs`, built once into a `LayerStack` and rebuilt only when one of
+them changes), and per step the rows' rotary tables and attention metadata
+(`StepArgs`). A step qualifies when
 
 * it computes in float32 and has 1-16 rows (`matmul_few_rows`'s range), and
 * every projection is packed into panels that still match its weight, and
@@ -50,69 +51,112 @@ class StepArgs(ctypes.Structure):
                 ("num_threads", ctypes.c_int)]
 
 
+class LayerStack:
+    """A model's layers as one C array of LayerArgs, built once and kept while nothing it
+    points into changes. It remembers every attribute it read on the way to a tensor (a
+    module's entry in its parent, a projection's weight, bias and packed copy) and each
+    tensor's address and version counter (bumped by any in-place change, which would
+    leave its panels stale): `still_valid` re-checks them all with dictionary lookups,
+    ~60 µs for SmolLM2's 30 layers, where rebuilding costs ~550."""
+
+    def __init__(self, model, kv_caches):
+        self.model, self.kv_caches = model, [tuple(pair) for pair in kv_caches]
+        self.read: list[tuple[dict, str, object]] = []     # (where, name, what was there)
+        layers = [self._layer_args(i, cache) for i, cache in enumerate(self.kv_caches)]
+        self.tensors = [(t, t._version, t.data_ptr()) for where, name, t in self.read
+                        if isinstance(t, torch.Tensor)]
+        self.array = (None if any(args is None for args in layers)
+                      else (LayerArgs * len(layers))(*layers))
+
+    def still_valid(self, model, kv_caches) -> bool:
+        return (model is self.model and len(kv_caches) == len(self.kv_caches)
+                and all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(kv_caches, self.kv_caches))
+                and all(where.get(name) is what for where, name, what in self.read)
+                and all(t._version == version and t.data_ptr() == ptr
+                        for t, version, ptr in self.tensors))
+
+    def _get(self, module, name: str):
+        """module.name, remembered: from its parameters, submodules or plain attributes."""
+        for where in (module._parameters, module._modules, module.__dict__):
+            if name in where:
+                self.read.append((where, name, where[name]))
+                return where[name]
+        raise AttributeError(name)
+
+    def _layer_args(self, i: int, layer_cache) -> LayerArgs | None:
+        """None when the layer cannot run fused: a projection not packed into panels, or
+        packed from an earlier version of its weight; a KV cache not fp32 contiguous."""
+        get = self._get
+        layer = get(get(self.model, "layers"), str(i))
+        attn, mlp = get(layer, "attn"), get(layer, "mlp")
+        panels, biases = [], []
+        for parent, name in ((attn, "qkv_proj"), (attn, "o_proj"), (mlp, "gate_up_proj"),
+                             (mlp, "down_proj")):
+            linear = get(parent, name)
+            weight, bias, packed = get(linear, "weight"), get(linear, "bias"), get(linear, "packed")
+            if packed is None or packed.panels is None or not packed.matches(weight):
+                return None
+            if bias is not None and not (bias.dtype == torch.float32 and bias.is_contiguous()):
+                return None
+            panels.append(packed.panels.data_ptr())
+            biases.append(None if bias is None else bias.data_ptr())
+        norms = [get(get(layer, name), "weight") for name in ("input_norm", "post_attention_norm")]
+        k_cache, v_cache = layer_cache
+        if not (k_cache.dtype == v_cache.dtype == torch.float32 and k_cache.is_contiguous()
+                and v_cache.is_contiguous() and all(n.is_contiguous() for n in norms)):
+            return None
+        return LayerArgs(norms[0].data_ptr(), norms[1].data_ptr(),
+                         panels[0], biases[0], panels[1], biases[1],
+                         panels[2], biases[2], panels[3], biases[3],
+                         k_cache.data_ptr(), v_cache.data_ptr(),
+                         norms[0].shape[0], attn.num_heads, attn.num_kv_heads, attn.head_dim,
+                         mlp.intermediate, k_cache.shape[1],
+                         layer.input_norm.eps, attn.scale)
+
+
 class FusedLayers:
     """`fused(h)` → (h, the last layer's output): what `LlamaModel.forward`'s loop over
     `DecoderLayer.forward` returns, in one call of `minillm_decoder_layers_float32`."""
 
-    def __init__(self, entry, layers: list[LayerArgs], step: StepArgs, keep_alive: list):
-        self.entry, self.step = entry, step
-        self.layers = (LayerArgs * len(layers))(*layers)       # one C array of the structs
-        self.keep_alive = keep_alive           # the tensors the structs point into
+    def __init__(self, entry, stack: LayerStack, step: StepArgs, keep_alive: list):
+        self.entry, self.stack, self.step = entry, stack, step
+        self.keep_alive = keep_alive           # the step's tensors StepArgs points into
 
     def __call__(self, h: torch.Tensor):
         out, spare = torch.empty_like(h), torch.empty_like(h)            # [T, H] each
-        failed = self.entry(ctypes.addressof(self.layers), len(self.layers),
+        failed = self.entry(ctypes.addressof(self.stack.array), len(self.stack.array),
                             ctypes.addressof(self.step), h.data_ptr(), out.data_ptr(),
                             spare.data_ptr())
-        if failed:      # fused_layers checked every shape the kernels could refuse
+        if failed:      # FusedDecoder checked every shape the kernels could refuse
             raise RuntimeError(f"minillm_decoder_layers_float32 failed (code {failed})")
         return h, out
 
 
-def fused_layers(entry, model, kv_caches, meta, rope, h: torch.Tensor,
-                 max_pairs: int) -> FusedLayers | None:
-    """The step's layers as FusedLayers, or None when the step does not qualify (see the
-    module docstring). `h` [T, H] is the embedded input; `rope` = (cos, signed sin)."""
-    T = h.shape[0]
-    if h.dtype != torch.float32 or not 1 <= T <= MATMUL_MAX_ROWS or not h.is_contiguous():
-        return None
-    if any(n > 1 and n * length > max_pairs
-           for n, length in zip(meta.query_lens, meta.seq_lens_list)):
-        return None                                   # a long prefill chunk: SDPA's job
-    keep_alive = [rope, meta]
-    layers = [_layer_args(layer, cache, keep_alive) for layer, cache in zip(model.layers, kv_caches)]
-    if any(args is None for args in layers):
-        return None
-    cos, sin_signed = (x.reshape(T, -1) for x in rope)                   # [T, D] each
-    keep_alive += [cos, sin_signed]
-    tables = meta.block_tables
-    step = StepArgs(T, cos.data_ptr(), sin_signed.data_ptr(), meta.slot_mapping.data_ptr(),
-                    tables.data_ptr(), tables.stride(0), meta.query_start_loc.data_ptr(),
-                    meta.seq_lens.data_ptr(), meta.num_seqs, max_pairs, torch.get_num_threads())
-    return FusedLayers(entry, layers, step, keep_alive)
+class FusedDecoder:
+    """The "cpp" backend's offer, step by step: `for_step(...)` → FusedLayers, or None
+    when the step does not qualify (see the module docstring). It keeps the LayerStack of
+    the model it last saw, and rebuilds it when anything the stack read has changed."""
 
+    def __init__(self, entry, max_pairs: int):
+        self.entry, self.max_pairs = entry, max_pairs
+        self.stack: LayerStack | None = None
 
-def _layer_args(layer, layer_cache, keep_alive: list) -> LayerArgs | None:
-    attn, mlp = layer.attn, layer.mlp
-    projections = (attn.qkv_proj, attn.o_proj, mlp.gate_up_proj, mlp.down_proj)
-    panels, biases = [], []
-    for linear in projections:
-        packed = linear.packed
-        if packed is None or packed.panels is None or not packed.matches(linear.weight):
+    def for_step(self, model, kv_caches, meta, rope, h: torch.Tensor) -> FusedLayers | None:
+        """`h` [T, H]: the embedded input; `rope` = (cos, signed sin), each [T, 1, D]."""
+        T = h.shape[0]
+        if h.dtype != torch.float32 or not 1 <= T <= MATMUL_MAX_ROWS or not h.is_contiguous():
             return None
-        panels.append(packed.panels.data_ptr())
-        bias = None if linear.bias is None else linear.bias.detach().float().contiguous()
-        keep_alive.append(bias)
-        biases.append(None if bias is None else bias.data_ptr())
-    k_cache, v_cache = layer_cache
-    norms = (layer.input_norm.weight, layer.post_attention_norm.weight)
-    if not (k_cache.dtype == v_cache.dtype == torch.float32 and k_cache.is_contiguous()
-            and v_cache.is_contiguous() and all(n.is_contiguous() for n in norms)):
-        return None
-    return LayerArgs(norms[0].data_ptr(), norms[1].data_ptr(),
-                     panels[0], biases[0], panels[1], biases[1],
-                     panels[2], biases[2], panels[3], biases[3],
-                     k_cache.data_ptr(), v_cache.data_ptr(),
-                     norms[0].shape[0], attn.num_heads, attn.num_kv_heads, attn.head_dim,
-                     mlp.intermediate, k_cache.shape[1],
-                     layer.input_norm.eps, attn.scale)
+        if any(n > 1 and n * length > self.max_pairs
+               for n, length in zip(meta.query_lens, meta.seq_lens_list)):
+            return None                               # a long prefill chunk: SDPA's job
+        if self.stack is None or not self.stack.still_valid(model, kv_caches):
+            self.stack = LayerStack(model, kv_caches)
+        if self.stack.array is None:
+            return None
+        cos, sin_signed = (x.reshape(T, -1) for x in rope)               # [T, D] each
+        tables = meta.block_tables
+        step = StepArgs(T, cos.data_ptr(), sin_signed.data_ptr(), meta.slot_mapping.data_ptr(),
+                        tables.data_ptr(), tables.stride(0), meta.query_start_loc.data_ptr(),
+                        meta.seq_lens.data_ptr(), meta.num_seqs, self.max_pairs,
+                        torch.get_num_threads())
+        return FusedLayers(self.entry, self.stack, step, [cos, sin_signed, meta])
