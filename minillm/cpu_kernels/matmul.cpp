@@ -60,7 +60,8 @@ inline void accumulate_block(const float* __restrict x, int64_t K,
     vec16 w[S];                                                   // W[n0 .. n0+15, k]
     for (int s = 0; s < S; ++s) {
       w[s] = load(panels[s] + k * kPanel);
-      if (kFrom == 0) __builtin_prefetch(panels[s] + k * kPanel + kDistance, /*read*/ 0, /*L2*/ 2);
+      if (kFrom == 0)                                             // a line 8 KiB ahead
+        __builtin_prefetch(panels[s] + k * kPanel + kDistance, /*read*/ 0, /*into L2*/ 2);
     }
 #pragma GCC unroll 16
     for (int m = 0; m < R; ++m) {
