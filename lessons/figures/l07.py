@@ -206,23 +206,47 @@ def whole_decode_steps(backends=("sparse", "cpp"), batch: int = 16, prompt_words
     the median duration of its steps that decode all `batch` sequences and carry no
     prompt. Returns (rounds {backend: [{"ms": ...}]}, medians {backend: ms},
     greedy tokens {backend: [token ids per prompt]})."""
-    from minillm import LLM, SamplingParams
+    from minillm import LLM
+
+    llms = {name: LLM(attention_backend=name, max_num_seqs=batch) for name in backends}
+    return _decode_step_rounds({name: (llm, None) for name, llm in llms.items()}, batch,
+                               prompt_words, new_tokens, rounds)
+
+
+def fused_vs_layer_by_layer(batch: int = 16, prompt_words: int = 90, new_tokens: int = 12,
+                            rounds: int = 3):
+    """One `cpp` engine, its decode steps with the layers fused into one C++ call
+    (`CppAttention.fuse_layers`, the default) and layer by layer, alternating rounds.
+    Same returns as `whole_decode_steps`, keyed "fused" and "layer by layer"."""
+    from minillm import LLM
+
+    llm = LLM(attention_backend="cpp", max_num_seqs=batch)
+    return _decode_step_rounds({"fused": (llm, True), "layer by layer": (llm, False)}, batch,
+                               prompt_words, new_tokens, rounds)
+
+
+def _decode_step_rounds(engines: dict, batch: int, prompt_words: int, new_tokens: int,
+                        rounds: int):
+    """engines {name: (LLM, fuse_layers or None to leave it)} → whole_decode_steps' returns."""
+    from minillm import SamplingParams
     from minillm.bench import ab
 
     words = "the quick brown fox jumps over a lazy dog while".split()
     prompts = [f"Request {i}: " + " ".join(words[(i + j) % len(words)] for j in range(prompt_words))
                for i in range(batch)]
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
-    llms = {name: LLM(attention_backend=name, max_num_seqs=batch) for name in backends}
     tokens = {}
 
     def one_round(name):
-        outputs = llms[name].generate(prompts, params, use_tqdm=False)
+        llm, fuse = engines[name]
+        if fuse is not None:
+            llm.llm_engine.runner.backend.fuse_layers = fuse
+        outputs = llm.generate(prompts, params, use_tqdm=False)
         tokens[name] = [o.outputs[0].token_ids for o in outputs]
-        full = [s.duration for s in llms[name].trace.steps
+        full = [s.duration for s in llm.trace.steps
                 if s.num_decode_tokens == batch and not s.num_prefill_tokens]
         return {"ms": 1e3 * ab.median(full)}
-    runs = ab.alternate({name: (lambda name=name: one_round(name)) for name in backends}, rounds)
+    runs = ab.alternate({name: (lambda name=name: one_round(name)) for name in engines}, rounds)
     return runs, {name: m["ms"] for name, m in ab.medians(runs).items()}, tokens
 
 
