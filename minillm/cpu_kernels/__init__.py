@@ -19,10 +19,15 @@ PyTorch lines of `model.py` and stay the readable reference.
 A fifth, `matmul_few_rows` (matmul.cpp), is the fp32 matmul of a decode step's 1-16 rows
 by a weight packed once into panels (`pack_panels`); `packed_linear.py` uses it for every
 projection whatever the attention backend, since it replaces a library call, not PyTorch
-lines a learner reads. What the kernels buy is
-measured in `minillm/PERFORMANCE.md`; the tests hold them to the PyTorch formulas.
+lines a learner reads.
 
-They are compiled on first use by the machine's C++ compiler (`build.py`: 4.6 s measured, cached
+A sixth file, `decoder_layer.cpp`, calls no new arithmetic: for a decode step (fp32, 1-16
+rows) it makes every layer's calls of the five above from C++, in the model's order, so
+the step comes back to Python once instead of 270 times (`decoder_layer.py` says why
+that pays; the "cpp" backend offers it to `LlamaModel.forward`). What the kernels buy
+is measured in `minillm/PERFORMANCE.md`; the tests hold them to the PyTorch formulas.
+
+They are compiled on first use by the machine's C++ compiler (`build.py`: 7.1 s measured, cached
 per CPU) and called through `ctypes` with raw pointers: plain C++ with no PyTorch
 headers, so a learner can read them without knowing PyTorch's C++ API.
 
