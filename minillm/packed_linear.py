@@ -82,7 +82,7 @@ def few_rows_kernels(weight: torch.Tensor):
     if weight.device.type != "cpu" or weight.dtype != torch.float32 or not cpu_has_avx512():
         return None
     try:
-        return cpu_kernels.load()                       # compiles on first use (~5 s)
+        return cpu_kernels.load()                       # compiles on first use (~7 s)
     except cpu_kernels.CpuKernelsUnavailable:
         return None
 
