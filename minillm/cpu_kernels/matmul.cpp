@@ -3,7 +3,7 @@
 // A decode step multiplies a handful of rows by every weight matrix once. The arithmetic
 // is small (2·M FLOPs per weight) and the weights are hundreds of megabytes, so the
 // step is a race to *stream the weights in from memory* while the multiplies keep up.
-// Two things decide that race:
+// Three things decide that race:
 //
 // 1. The layout. W is re-arranged once, at load time (`CpuKernels.pack_panels`), into
 //    panels of 16 output columns: panel p holds W[16p .. 16p+15, k] for k = 0, 1, 2, ...
@@ -16,10 +16,16 @@
 // 2. Prefetching. The CPU's own prefetcher follows a stream only so far ahead; with M
 //    multiply-adds between one weight load and the next, the out-of-order core holds too
 //    few loads in flight to cover the memory's latency. An explicit prefetch kDistance
-//    floats ahead (8 KiB, into L2) asks for each line long before it is needed. On the
-//    course machine that took 16 rows from ~12 to ~18 GB/s and one row from ~22 to
-//    ~30, as fast as a plain read of the same bytes (25-31 GB/s): PERFORMANCE.md,
-//    change 13, which also has the distances and hints tried.
+//    floats ahead (8 KiB, into L2) asks for each line long before it is needed, and a
+//    second one kNearDistance floats ahead (1 KiB) moves it on into L1, so that the
+//    loads themselves do not wait on L2 (change 14: 1.07x a batch-16 step).
+//
+// 3. Two streams a thread. Each thread walks two panels at once, far apart in memory
+//    (`rows_times_panels`), so that twice as many lines are on their way at any time;
+//    k goes in blocks of kBlock, and 9-16 rows take a block in two passes of at most 8
+//    rows (the second finds the block in L1) so that both panels' accumulators fit the
+//    32 vector registers. With 16 rows the step's matmuls went from 30.3 to 27.5 ms
+//    (PERFORMANCE.md, change 14; change 13 has the distances and hints tried).
 //
 // Each output is one running sum over k in order, the same for every row and batch size:
 // a row gets the same result whether it is multiplied alone or beside 15 others.
@@ -34,6 +40,7 @@ namespace {
 constexpr int64_t kPanel = 16;                     // output columns per panel (one vector)
 constexpr int64_t kMaxRows = 16;                   // rows this kernel multiplies at once
 constexpr int64_t kDistance = 2048;                // floats ahead to prefetch (8 KiB)
+constexpr int64_t kNearDistance = 256;             // ... and into L1 (1 KiB)
 constexpr int64_t kBlock = 32;                     // values of k per block (2 KiB per panel)
 
 typedef float vec16 __attribute__((vector_size(64)));   // 16 floats: a zmm register
@@ -60,8 +67,10 @@ inline void accumulate_block(const float* __restrict x, int64_t K,
     vec16 w[S];                                                   // W[n0 .. n0+15, k]
     for (int s = 0; s < S; ++s) {
       w[s] = load(panels[s] + k * kPanel);
-      if (kFrom == 0)                                             // a line 8 KiB ahead
+      if (kFrom == 0) {                     // a line 8 KiB ahead into L2, 1 KiB ahead into L1
         __builtin_prefetch(panels[s] + k * kPanel + kDistance, /*read*/ 0, /*into L2*/ 2);
+        __builtin_prefetch(panels[s] + k * kPanel + kNearDistance, /*read*/ 0, /*L1*/ 3);
+      }
     }
 #pragma GCC unroll 16
     for (int m = 0; m < R; ++m) {
