@@ -51,7 +51,7 @@ struct LayerArgs {
   const float *gate_up, *gate_up_bias, *down, *down_bias;
   float *k_cache, *v_cache;                               // [blocks, block_size, Hkv, D]
   int64_t hidden, num_heads, num_kv_heads, head_dim, intermediate, block_size;
-  float eps, scale;
+  float eps, scale;                                       // eps: both norms (one config)
 };
 
 // What one step shares across its layers: the rows, their rotary rows and the attention

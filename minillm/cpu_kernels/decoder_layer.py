@@ -28,7 +28,7 @@ import ctypes
 
 import torch
 
-from minillm.cpu_kernels import MATMUL_MAX_ROWS
+from minillm.cpu_kernels import MATMUL_MAX_ROWS, CpuKernels
 
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
 
@@ -84,11 +84,15 @@ class LayerStack:
         raise AttributeError(name)
 
     def _layer_args(self, i: int, layer_cache) -> LayerArgs | None:
-        """None when the layer cannot run fused: a projection not packed into panels, or
-        packed from an earlier version of its weight; a KV cache not fp32 contiguous."""
+        """None when the layer cannot run fused: heads the attention kernel has no instance
+        for, a projection not packed into panels (or packed from an earlier version of
+        its weight), a KV cache not fp32 contiguous. The per-kernel path then runs it, or
+        says what is wrong."""
         get = self._get
         layer = get(get(self.model, "layers"), str(i))
         attn, mlp = get(layer, "attn"), get(layer, "mlp")
+        if CpuKernels.unsupported(torch.float32, attn.num_heads, attn.num_kv_heads, attn.head_dim):
+            return None
         panels, biases = [], []
         for parent, name in ((attn, "qkv_proj"), (attn, "o_proj"), (mlp, "gate_up_proj"),
                              (mlp, "down_proj")):
