@@ -62,12 +62,16 @@ class CppAttention:
             out.index_copy_(0, long.rows, long.attend(q, k_cache, v_cache, scale).to(out.dtype))
         return out
 
-
     def fused_layers(self, model, kv_caches, meta: AttentionMetadata, rope,
                      h: torch.Tensor) -> FusedLayers | None:
         """The step's decoder layers in one C++ call (`cpu_kernels/decoder_layer.py`), or
-        None: the step does not qualify, or `fuse_layers` is off."""
+        None: the step does not qualify, `fuse_layers` is off, or a prefill chunk is long
+        enough for SDPA (the same once-a-step `long_chunks` that `__call__` uses)."""
         if not self.fuse_layers:
+            return None
+        if self.name not in meta.scratch:
+            meta.scratch[self.name] = long_chunks(meta, self.max_pairs)
+        if meta.scratch[self.name] is not None:
             return None
         return self.fused.for_step(model, kv_caches, meta, rope, h)
 

@@ -138,7 +138,8 @@ class FusedLayers:
 
 class FusedDecoder:
     """The "cpp" backend's offer, step by step: `for_step(...)` → FusedLayers, or None
-    when the step does not qualify (see the module docstring). It keeps the LayerStack of
+    when the step does not qualify (see the module docstring; `CppAttention.fused_layers`
+    has already turned away steps with a long prefill chunk). It keeps the LayerStack of
     the model it last saw, and rebuilds it when anything the stack read has changed."""
 
     def __init__(self, entry, max_pairs: int):
@@ -150,9 +151,6 @@ class FusedDecoder:
         T = h.shape[0]
         if h.dtype != torch.float32 or not 1 <= T <= MATMUL_MAX_ROWS or not h.is_contiguous():
             return None
-        if any(n > 1 and n * length > self.max_pairs
-               for n, length in zip(meta.query_lens, meta.seq_lens_list)):
-            return None                               # a long prefill chunk: SDPA's job
         if self.stack is None or not self.stack.still_valid(model, kv_caches):
             self.stack = LayerStack(model, kv_caches)
         if self.stack.array is None:

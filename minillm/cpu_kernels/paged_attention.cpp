@@ -25,8 +25,8 @@
 // dot products are summed together (`sum8_of_8`). When a work item reads only some of
 // each token's heads, the next block's keys are prefetched while this block is read,
 // because blocks sit anywhere in memory and those strided reads leave the CPU's own
-// prefetcher behind. Work items — (query row, K/V heads) — are split between OpenMP threads by their
-// number of keys, so a long sequence does not leave the other thread idle.
+// prefetcher behind. Work items — (query row, K/V heads) — are split between OpenMP
+// threads by their number of keys, so a long sequence does not leave the other thread idle.
 
 #include <cstdint>
 #include <vector>
@@ -104,8 +104,10 @@ void attend_row(const T* q, const T* k_cache, const T* v_cache, const int32_t* t
   //    block's keys stay in L1 for the next query head of the group), eight keys at once
   for (int64_t j = 0; j < num_blocks; ++j) {
     const int64_t first = j * bs, n = ctx - first < bs ? ctx - first : bs;
-    if (strided && j + 1 < num_blocks) prefetch_block(block(k_cache, j + 1), bs);
-    if (strided) prefetch_block(block(v_cache, j), n);          // for step 3
+    if (strided) {
+      if (j + 1 < num_blocks) prefetch_block(block(k_cache, j + 1), bs);
+      prefetch_block(block(v_cache, j), n);                     // for step 3
+    }
     for (int64_t h = h0; h < h1; ++h) {
       const T* keys = block(k_cache, j) + h * D;
       for (int64_t g = 0; g < G; ++g) {
