@@ -11,7 +11,7 @@ setup:        ## only install (the two commands above do this themselves)
 	bash scripts/setup.sh
 
 bench:        ## the engine benchmark (JSON + PNG into bench-results/)
-	bash scripts/setup.sh && .venv/bin/python -m minillm.bench
+	bash scripts/setup.sh && .venv/bin/python -m benchmarks
 
 compat:       ## what the course says about vLLM, checked against vLLM's CPU build (own virtualenv)
 	bash scripts/compat.sh $(COMPAT_ARGS)

@@ -5,7 +5,7 @@ cell at the end of lesson 01 (or `python -m minillm.grading 01`).
 
 The answer key's counterpart of `kv_bytes_per_token` is
 `minillm/kv_cache/tensors.py::kv_bytes_per_token`; the roofline is the one
-`minillm/bench/roofline.py` prints.
+`benchmarks/roofline.py` prints.
 """
 
 from __future__ import annotations

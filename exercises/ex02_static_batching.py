@@ -13,7 +13,7 @@ Three tasks:
    request is done. Its tokens must equal minillm's `LLM(..., scheduling="static")`.
 
 The answer key's request-level batching is `minillm/scheduler/static.py::StaticScheduler`;
-`static_slot_waste` counts what `minillm/metrics.py::slot_utilization` measures on a Trace.
+`static_slot_waste` counts what `minillm/sim/metrics.py::slot_utilization` measures on a Trace.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from minillm.kv_cache import cdiv  # noqa: F401  (ceiling division, you will want it)
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row  # noqa: F401
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 class IterationScheduler(Scheduler):

@@ -18,7 +18,7 @@ decodes its 6th, C has 5 of its 7 prompt tokens cached (the rest of a chunked pr
     slot_mapping    [28, 29, 30, 37, 5, 6]        block_table[p // 4] * 4 + p % 4
     logits_indices  [2, 3, 5]                     each request's last row: it samples
 
-The answer key: `minillm/flat_batch.py::build_flat_batch` (it takes the scheduler's plan and also
+The answer key: `minillm/model/batch.py::build_flat_batch` (it takes the scheduler's plan and also
 handles prefill chunks that do not sample and speculative rows) and
 `minillm/attention/reference.py::attend_per_sequence` (the same loop over a *paged* cache).
 

@@ -4,23 +4,23 @@ Your turn: replace each `raise NotImplementedError` with your code, then run the
 cell at the end of lesson 08 (or `python -m minillm.grading 08`).
 
 Part (a) turns raw timestamps into the numbers a serving benchmark reports: TTFT,
-TPOT, ITL, E2E, and their percentiles. The tests compare yours with `minillm.metrics`
+TPOT, ITL, E2E, and their percentiles. The tests compare yours with `minillm.sim.metrics`
 on a simulator Trace. Part (b) uses them: search the engine's knobs for the
 configuration that meets a latency SLA with the highest throughput. The tests
 re-simulate the configuration you return.
 
-The answer key's metrics are in `minillm/metrics.py` (`ttft`, `tpot`, `e2e`,
-`percentiles`, `summarize`); `run_config` drives `minillm/simulate.py::simulate`.
+The answer key's metrics are in `minillm/sim/metrics.py` (`ttft`, `tpot`, `e2e`,
+`percentiles`, `summarize`); `run_config` drives `minillm/sim/simulate.py::simulate`.
 """
 
 from __future__ import annotations
 
 import itertools  # noqa: F401  (handy for part b)
 
-from minillm.simulate import simulate
-from minillm.sim_runner import CostModel
-from minillm.trace import Trace
-from minillm.workload import RequestSpec
+from minillm.sim.simulate import simulate
+from minillm.sim.sim_runner import CostModel
+from minillm.engine.trace import Trace
+from minillm.sim.workload import RequestSpec
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
@@ -54,7 +54,7 @@ def percentile(values: list[float], q: float) -> float:
     Sort the values: ``x[0] <= … <= x[n-1]``. The q-th percentile sits at the
     fractional index ``h = (n − 1) · q / 100``; with ``i = floor(h)`` it is
     ``x[i] + (h − i) · (x[i+1] − x[i])`` (just ``x[i]`` when ``i == n − 1``). This is
-    NumPy's default method (Hyndman & Fan type 7), the one `minillm.metrics` and most
+    NumPy's default method (Hyndman & Fan type 7), the one `minillm.sim.metrics` and most
     benchmark tools use. Return ``float("nan")`` for an empty list.
 
     Example: percentile([4, 1, 3, 2], 50) = 2.5; percentile([1, 2, 3, 4, 5], 90) = 4.6.
@@ -93,8 +93,8 @@ def run_config(workload: list[RequestSpec], config: dict, cost_model: CostModel)
 
 
 def throughput(trace: Trace) -> float:
-    """Generated tokens per second over the run (given; as `minillm.metrics.summarize`)."""
-    from minillm.metrics import summarize
+    """Generated tokens per second over the run (given; as `minillm.sim.metrics.summarize`)."""
+    from minillm.sim.metrics import summarize
     return summarize(trace)["generated_tokens_per_s"]
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math  # noqa: F401  (math.inf will be useful)
 
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 def effective_priority(seq: Sequence, now: float, aging_rate: float) -> float:

@@ -709,7 +709,7 @@ loop reaching a step boundary (a request arriving mid-step joins the next step),
 framing, the network back and the client's own parsing — and all of these grow under
 load. Server histograms are fine for watching trends across a fleet; an SLA is about
 what clients see, so benchmarks time at the client (`vllm bench serve`, this course's
-`python -m minillm.bench serve`) and compare with the server's numbers to find where the
+`python -m benchmarks serve`) and compare with the server's numbers to find where the
 time goes.
 """),
     dict(id="serve-disconnect", topic="online serving", lesson="12",

@@ -3,9 +3,13 @@
 The public API mirrors vLLM's (`LLM`, `SamplingParams`, `LLMEngine`, `RequestOutput`)
 so a script moves to vLLM by changing one import. One request's path, file by file:
 
-    llm.py → engine.py (make_sequence) → scheduler/ (schedule, with kv_cache/)
-           → model_runner.py → flat_batch.py → model.py (→ attention/) → sampler.py
-           → engine.py (update) → trace.py, outputs.py
+    llm.py → engine/engine.py (make_sequence) → scheduler/ (schedule, with kv_cache/)
+           → model/model_runner.py → model/batch.py → model/llama.py (→ attention/)
+           → model/sampler.py → engine/engine.py (update) → engine/trace.py, outputs.py
+
+The folders: `engine/` (the loop and its requests), `scheduler/`, `kv_cache/`,
+`model/` (forward, runner, sampler, loading), `attention/`, `sim/` (simulator, workloads,
+metrics), `serving/` (the OpenAI-compatible server), `widgets/` (the course's views).
 """
 
 import os as _os
@@ -31,9 +35,9 @@ def __getattr__(name):
         from minillm.llm import LLM
         return LLM
     if name == "LLMEngine":
-        from minillm.engine import LLMEngine
+        from minillm.engine.engine import LLMEngine
         return LLMEngine
     if name == "Trace":
-        from minillm.trace import Trace
+        from minillm.engine.trace import Trace
         return Trace
     raise AttributeError(f"module 'minillm' has no attribute {name!r}")

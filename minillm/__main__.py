@@ -2,6 +2,7 @@
 
     python -m minillm generate "What is the capital of France?"
         chat template applied, greedy decoding; prints the answer and tokens/s
+        (the engine's flags are the server's: --executor eager, --max-model-len, ...)
     python -m minillm prepare
         converts the default model into the local cache once (set-up runs this)
 """
@@ -16,16 +17,12 @@ import time
 
 def _generate(args) -> int:
     from minillm import LLM, SamplingParams
-    from minillm.config import EngineConfig
-    from minillm.model_loader import check_model_name
     # every flag is checked before the model loads (seconds) — a typo fails at once
     params = _flag_errors(lambda: SamplingParams(temperature=args.temperature,
-                                                 max_tokens=args.max_tokens, seed=args.seed))
-    _flag_errors(lambda: EngineConfig(attention_backend=args.attention_backend))
-    _flag_errors(lambda: check_model_name(args.model))
+                                                 max_tokens=args.max_tokens))
     if not args.prompt.strip():
         raise ValueError("the prompt is empty: give a question or an instruction")
-    llm = LLM(model=args.model, attention_backend=args.attention_backend)
+    llm = LLM.from_config(args.model, args.engine_config)
     start = time.perf_counter()
     out = llm.chat([{"role": "user", "content": args.prompt}], params, use_tqdm=False)[0]
     elapsed = time.perf_counter() - start
@@ -33,8 +30,8 @@ def _generate(args) -> int:
     print(completion.text)
     n = len(completion.token_ids)
     print(f"[{n} tokens in {elapsed:.2f} s = {n / elapsed:.1f} tokens/s; "
-          f"TTFT {out.metrics.ttft * 1000:.0f} ms; finish: {completion.finish_reason}]",
-          file=sys.stderr)
+          f"TTFT {out.metrics.ttft * 1000:.0f} ms; finish: {completion.finish_reason}; "
+          f"executor {llm.llm_engine.config['executor']}]", file=sys.stderr)
     return 0
 
 
@@ -44,13 +41,13 @@ def _flag_errors(make):
         return make()
     except (TypeError, ValueError) as err:
         text = str(err)
-        for field in ("max_tokens", "temperature", "seed", "attention_backend"):
+        for field in ("max_tokens", "temperature"):
             text = text.replace(field, "--" + field.replace("_", "-"))
         raise ValueError(text) from None
 
 
 def _prepare(args) -> int:
-    from minillm.model_loader import load_hf_model
+    from minillm.model.loader import load_hf_model
     start = time.perf_counter()
     load_hf_model(args.model)
     print(f"model {args.model!r} ready ({time.perf_counter() - start:.1f} s)")
@@ -69,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         from minillm.serving.cli import main as serve
         return serve(argv[1:])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from minillm.serving.args import add_engine_flags, engine_config
     parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,13 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--model", default="smollm2-135m")
     gen.add_argument("--max-tokens", type=int, default=64)
     gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--seed", type=int, default=None)
-    gen.add_argument("--attention-backend", default="auto")
+    add_engine_flags(gen)                       # --max-num-seqs, --executor, --seed, ...
     gen.set_defaults(func=_generate)
     prep = sub.add_parser("prepare", help="convert the model into the local cache")
     prep.add_argument("--model", default="smollm2-135m")
     prep.set_defaults(func=_prepare)
     args = parser.parse_args(argv)
+    if args.command == "generate":
+        args.engine_config = engine_config(gen, args)
     _quiet_transformers()
     try:
         return args.func(args)

@@ -4,10 +4,13 @@
     config = config.for_model(max_positions=8192, kv_bytes_per_token=46_080)  # fills defaults
     engine = build_engine(config, runner, vocab_size=49152, eos_token_ids=(2,))
 
-`LLM` (real model), `make_sim_engine` (simulator) and the server all go through these
-two steps; only the runner differs. `EngineConfig` takes vLLM's names where vLLM has the
-knob; the minillm-only ones (`scheduling`, `policy`, `aging_rate`, `preemption_mode`,
-`num_swap_blocks`, `max_trace_steps`, `record_block_tables`) have defaults that behave like vLLM.
+`LLM` and the server (real model, `minillm/llm.py: load_engine`) and `make_sim_engine`
+(simulator) all go through these two steps; only the runner differs. The schedulers read
+the complete config; the command lines (`python -m minillm serve`, `generate`) make
+their flags from these fields (`serving/args.py`). `EngineConfig` takes vLLM's names
+where vLLM has the knob; the minillm-only ones (`scheduling`, `policy` beyond
+fcfs/priority, `aging_rate`, `preemption_mode`, `num_swap_blocks`, `executor`,
+`max_trace_steps`, `record_block_tables`) have defaults that behave like vLLM.
 
 Defaults that depend on the model are left `None` until `for_model`:
 
@@ -22,45 +25,66 @@ Defaults that depend on the model are left `None` until `for_model`:
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
-from minillm.checks import check_bool, check_choice, check_int, check_number
+from minillm.engine.checks import check_bool, check_choice, check_int, check_number
+from minillm.model.device import DTYPES, dtype_name
 
 DEFAULT_KV_CACHE_BYTES = 1 << 30          # 1 GiB of K/V when num_kv_blocks is not given
 DEFAULT_CHUNKED_TOKEN_BUDGET = 512        # max_num_batched_tokens with chunked prefill
 DEFAULT_MAX_TRACE_STEPS = 20_000          # the Trace keeps this many recent steps
-DTYPES = {"auto": None, "float32": "float32", "float": "float32", "bfloat16": "bfloat16",
-          "float16": "float16", "half": "float16"}
 SPECULATIVE_KEYS = ("method", "num_speculative_tokens", "prompt_lookup_max",
                     "prompt_lookup_min")
 
 
+def knob(default, help: str, **flag):
+    """A field with what its command-line flag says (see `serving/args.py`): `help`
+    begins with "minillm" for a knob vLLM does not have; `flag=` names a flag other than
+    the field's name; `choices=` lists the values the flag offers; `cli=False` keeps
+    it off the command line."""
+    return field(default=default, metadata={"help": help, **flag})
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    scheduling: object = "continuous"       # a name in scheduler.SCHEDULERS, or a Scheduler subclass
-    max_num_seqs: int = 16                  # batch slots
-    max_num_batched_tokens: int | None = None   # token budget per step
-    max_model_len: int | None = None        # longest prompt + output
-    block_size: int = 16                    # token slots per KV block
-    num_kv_blocks: int | None = None
-    kv_cache_memory: int | None = None      # bytes; give this or num_kv_blocks
-    enable_chunked_prefill: bool = False
-    enable_prefix_caching: bool = False
-    policy: object = "fcfs"                 # a name in scheduler.POLICIES, or a key function
-    aging_rate: float = 0.0
-    preemption_mode: str = "recompute"
-    num_swap_blocks: int | None = None
-    speculative_config: dict | None = None
-    attention_backend: str = "auto"
-    device: object = None                   # None: CUDA if present, else CPU
-    dtype: object = None                    # None/"auto": bf16 on CUDA, fp32 on CPU
-    seed: int = 0
-    max_trace_steps: int | None = DEFAULT_MAX_TRACE_STEPS
-    record_block_tables: bool = False       # the Trace keeps every step's block tables
+    scheduling: object = knob("continuous", "minillm: iteration-level (continuous) or "
+                              "request-level (static) batching; 'continuous+contiguous' and "
+                              "'static+paged' are lesson 05's other two corners",
+                              choices="schedulers")
+    max_num_seqs: int = knob(16, "batch slots: sequences in one step at most")
+    max_num_batched_tokens: int | None = knob(
+        None, "token budget per step (default: 512 with chunked prefill, else max-model-len)")
+    max_model_len: int | None = knob(None, "longest prompt + output (default: the model's)")
+    block_size: int = knob(16, "token slots per KV-cache block")
+    num_kv_blocks: int | None = knob(None, "minillm: KV-cache blocks (vLLM: "
+                                     "--num-gpu-blocks-override)")
+    kv_cache_memory: int | None = knob(None, "bytes of K/V (default 1 GiB)", cli=False)
+    enable_chunked_prefill: bool = knob(False, "split long prompts into chunks that share "
+                                        "steps with decodes")
+    enable_prefix_caching: bool = knob(False, "reuse the KV blocks of a shared prompt prefix")
+    policy: object = knob("fcfs", "which waiting request goes first", flag="--scheduling-policy",
+                          choices=("fcfs", "priority"))
+    aging_rate: float = knob(0.0, "minillm: priority points a waiting request gains per second")
+    preemption_mode: str = knob("recompute", "minillm: what a preempted request loses: "
+                                "its K/V (recompute) or nothing (swap)",
+                                choices=("recompute", "swap"))
+    num_swap_blocks: int | None = knob(None, "minillm: swap-space blocks in CPU memory "
+                                       "(default: as many as the cache with swap)")
+    speculative_config: dict | None = knob(None, "speculative decoding, as JSON: "
+                                           '{"method": "ngram", "num_speculative_tokens": 4}')
+    executor: str = knob("auto", "minillm: 'eager' runs the readable model as written; "
+                         "'auto' a faster executor where one is installed and runs here",
+                         choices="executors")
+    attention_backend: str = knob("auto", "attention kernels (default: the executor's)")
+    device: object = knob(None, "None: CUDA if present, else CPU", cli=False)
+    dtype: object = knob(None, "number format (default: bf16 on CUDA, fp32 on CPU)",
+                         choices=("auto", *DTYPES))
+    seed: int = knob(0, "seed of requests that bring none")
+    max_trace_steps: int | None = knob(DEFAULT_MAX_TRACE_STEPS, "the Trace keeps this many "
+                                       "recent steps", cli=False)
+    record_block_tables: bool = knob(False, "the Trace keeps every step's block tables", cli=False)
 
     def __post_init__(self) -> None:
-        from minillm.scheduler import PREEMPTION_MODES, StaticScheduler
-        from minillm.scheduler.policies import resolve_policy
         scheduler_cls = self.scheduler_class        # checks `scheduling`
         keep = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
         keep("max_num_seqs", check_int("max_num_seqs", self.max_num_seqs, 1,
@@ -76,21 +100,36 @@ class EngineConfig:
         if self.num_kv_blocks is not None and self.kv_cache_memory is not None:
             raise ValueError("give num_kv_blocks or kv_cache_memory, not both "
                              f"(got {self.num_kv_blocks} blocks and {self.kv_cache_memory} bytes)")
-        check_bool("enable_chunked_prefill", self.enable_chunked_prefill)
-        check_bool("enable_prefix_caching", self.enable_prefix_caching)
-        check_bool("record_block_tables", self.record_block_tables)
+        for name in ("enable_chunked_prefill", "enable_prefix_caching", "record_block_tables"):
+            check_bool(name, getattr(self, name))
+        self._check_policy()
+        self._check_preemption()
+        self._check_batching(scheduler_cls)
+        self._check_speculative(scheduler_cls)
+        self._check_model_side()
+        keep("seed", check_int("seed", self.seed))
+
+    def _check_policy(self) -> None:
+        from minillm.scheduler.policies import resolve_policy
         resolve_policy(self.policy)
-        keep("aging_rate", check_number("aging_rate", self.aging_rate, 0.0))
+        object.__setattr__(self, "aging_rate", check_number("aging_rate", self.aging_rate, 0.0))
         if self.aging_rate and self.policy == "fcfs" and isinstance(self.scheduling, str):
             # (a Scheduler subclass of your own may read aging_rate in its own order_key)
             raise ValueError(f"aging_rate={self.aging_rate} has no effect with policy='fcfs': "
                              "use policy='priority' or 'shortest', or drop aging_rate")
+
+    def _check_preemption(self) -> None:
+        from minillm.scheduler import PREEMPTION_MODES
         check_choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
         if self.num_swap_blocks is not None:
-            keep("num_swap_blocks", check_int("num_swap_blocks", self.num_swap_blocks, 0))
+            object.__setattr__(self, "num_swap_blocks",
+                               check_int("num_swap_blocks", self.num_swap_blocks, 0))
             if self.num_swap_blocks and self.preemption_mode != "swap":
                 raise ValueError(f"num_swap_blocks={self.num_swap_blocks} only applies to "
                                  "preemption_mode='swap': set that, or drop num_swap_blocks")
+
+    def _check_batching(self, scheduler_cls) -> None:
+        from minillm.scheduler import StaticScheduler
         if self.enable_chunked_prefill and issubclass(scheduler_cls, StaticScheduler):
             raise ValueError("enable_chunked_prefill needs iteration-level scheduling: a static "
                              "batch prefills whole prompts in its first step. Use "
@@ -99,9 +138,6 @@ class EngineConfig:
             raise ValueError(f"enable_prefix_caching shares paged blocks, but scheduling="
                              f"{self.scheduling_name!r} reserves contiguous ones: use "
                              "scheduling='continuous' (or 'static+paged')")
-        self._check_speculative(scheduler_cls)
-        self._check_model_side()
-        keep("seed", check_int("seed", self.seed))
 
     def _check_speculative(self, scheduler_cls) -> None:
         spec = self.speculative_config
@@ -129,14 +165,18 @@ class EngineConfig:
                              f"{self.scheduling_name!r}")
 
     def _check_model_side(self) -> None:
+        from minillm.model.executor import executor_names
+        check_choice("executor", self.executor, executor_names())
         if self.attention_backend != "auto":
             from minillm.attention import BACKENDS
+            from minillm.model.executor import load_plugins
+            load_plugins()
             check_choice("attention_backend", self.attention_backend, ("auto", *BACKENDS))
         if self.device is not None and not (isinstance(self.device, str) or hasattr(self.device, "type")):
             raise TypeError(f"device must be None, a str such as 'cpu' or 'cuda', or a "
                             f"torch.device; got {self.device!r}")
         if self.dtype is not None and dtype_name(self.dtype) is None and self.dtype != "auto":
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)} or the matching torch "
+            raise ValueError(f"dtype must be one of {('auto', *DTYPES)} or the matching torch "
                              f"dtype, got {self.dtype!r}")
 
     @property
@@ -202,14 +242,6 @@ class EngineConfig:
         return cls(**kwargs)
 
 
-def dtype_name(dtype) -> str | None:
-    """'float32' | 'bfloat16' | 'float16' for a dtype given as a name or a torch dtype."""
-    if isinstance(dtype, str):
-        return DTYPES.get(dtype)
-    text = str(dtype).replace("torch.", "")
-    return DTYPES.get(text) if text in ("float32", "bfloat16", "float16") else None
-
-
 def build_engine(config: EngineConfig, runner, *, vocab_size: int, tokenizer=None,
                  eos_token_ids: tuple[int, ...] = (), extra: dict | None = None):
     """Assemble scheduler + KV manager + proposer + engine around `runner`.
@@ -217,23 +249,15 @@ def build_engine(config: EngineConfig, runner, *, vocab_size: int, tokenizer=Non
     `config` must be complete (`for_model` done). `extra` goes into the Trace's config
     record beside the knobs (model name, device, cost model, ...).
     """
-    from minillm.engine import LLMEngine
+    from minillm.engine.engine import LLMEngine
+    from minillm.engine.speculative import NgramProposer
     from minillm.kv_cache import KVCacheManager
-    from minillm.scheduler import SchedulerConfig
-    from minillm.speculative import NgramProposer
     kv = KVCacheManager(config.num_kv_blocks, config.block_size,
                         enable_prefix_caching=config.enable_prefix_caching,
                         num_swap_blocks=config.num_swap_blocks)
-    scheduler = config.scheduler_class(SchedulerConfig(
-        max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
-        max_model_len=config.max_model_len, enable_chunked_prefill=config.enable_chunked_prefill,
-        policy=config.policy, aging_rate=config.aging_rate,
-        preemption_mode=config.preemption_mode), kv)
+    scheduler = config.scheduler_class(config, kv)
     spec = dict(config.speculative_config or {})
     spec.pop("method", None)
     proposer = NgramProposer(**spec) if config.speculative_config else None
-    record = {**config.to_dict(), **(extra or {})}
-    return LLMEngine(runner, scheduler, vocab_size=vocab_size, max_model_len=config.max_model_len,
-                     tokenizer=tokenizer, eos_token_ids=eos_token_ids, seed=config.seed,
-                     config=record, proposer=proposer, max_trace_steps=config.max_trace_steps,
-                     record_block_tables=config.record_block_tables)
+    return LLMEngine(runner, scheduler, config, vocab_size=vocab_size, tokenizer=tokenizer,
+                     eos_token_ids=eos_token_ids, proposer=proposer, extra=extra)

@@ -7,13 +7,15 @@
 
 Change `minillm` to `vllm` in the import and the same script runs on vLLM. Every knob
 is a field of `EngineConfig` (`config.py`), checked before the model is loaded; the
-minillm-only ones (`scheduling`, `policy`, `aging_rate`, `attention_backend`
-"reference", the Trace in `llm.trace`) have safe defaults.
+minillm-only ones (`scheduling`, `policy`, `aging_rate`, `executor`, the Trace in
+`llm.trace`) have safe defaults.
 
-`LLM.__init__` is three steps: config → model → engine:
+`LLM(...)` is `load_engine` plus the calls a user makes. `load_engine` — which the
+server calls too — goes config → model → engine:
 
     EngineConfig(**knobs)                    every value checked, nothing loaded yet
-    weights (model_loader) → LlamaModel      our forward, on the chosen device and dtype
+    weights (model/loader.py) → LlamaModel   our forward, on the chosen device and dtype
+      → executor.load(model)                 "eager": as written; a plugin may swap modules
     KV tensors + ModelRunner → build_engine  scheduler, KV manager, engine loop
 """
 
@@ -24,94 +26,71 @@ import os
 import re
 import warnings
 
-import torch
-
 from minillm.attention import make_attention_backend
-from minillm.checks import check_bool, check_int
-from minillm.config import EngineConfig, build_engine, dtype_name
-from minillm.cpu_malloc import keep_freed_memory, release_freed_memory
-from minillm.device import resolve_device, resolve_dtype
-from minillm.kv_cache.tensors import allocate_kv_cache, kv_bytes_per_token
-from minillm.model import LlamaModel
-from minillm.model_loader import load_model_and_tokenizer
-from minillm.model_runner import ModelRunner
+from minillm.config import EngineConfig, build_engine
+from minillm.engine.checks import check_bool, check_int
+from minillm.engine.engine import LLMEngine
+from minillm.kv_cache.tensors import kv_bytes_per_token
+from minillm.model.device import resolve_device, resolve_dtype
+from minillm.model.executor import resolve_executor
+from minillm.model.llama import LlamaModel
+from minillm.model.loader import load_model_and_tokenizer
+from minillm.model.model_runner import ModelRunner
 from minillm.sampling_params import SamplingParams
 
 
-def resolve_backend(name: str, device: torch.device, dtype: torch.dtype | None = None,
-                    model_config=None) -> str:
-    """'auto' → Triton kernels on CUDA; on CPU the C++ kernels ("cpp") where they compile
-    and fit the model (`dtype`, head counts and size from `model_config`), else the
-    in-place sparse PyTorch backend. An explicit 'cpp' that cannot run is a ValueError."""
-    if name not in ("auto", "cpp"):
-        return name
-    if device.type == "cuda":
-        if name == "cpp":
-            raise ValueError("attention_backend='cpp' runs on the CPU, not on CUDA: use "
-                             "'triton' (or 'auto') on a GPU")
-        return "triton"
-    reason = _cpp_unsupported(dtype, model_config)
-    if reason and name == "cpp":
-        raise ValueError(f"attention_backend='cpp' cannot run this model: {reason}. Use "
-                         "attention_backend='sparse' (plain PyTorch) instead.")
-    return "sparse" if reason else "cpp"
+def load_engine(model, config: EngineConfig, tokenizer=None) -> LLMEngine:
+    """The real model's engine: weights, executor, attention backend, KV cache, runner.
 
-
-def _cpp_unsupported(dtype, model_config) -> str | None:
-    """Why the C++ kernels cannot run here (None: they can)."""
-    from minillm.cpu_kernels import CpuKernels, unavailable_reason
-    if model_config is not None:
-        heads, kv_heads = model_config.num_attention_heads, model_config.num_key_value_heads
-        head_dim = (getattr(model_config, "head_dim", None)
-                    or model_config.hidden_size // heads)
-        reason = CpuKernels.unsupported(dtype or torch.float32, heads, kv_heads, head_dim)
-        if reason:
-            return reason
-    return unavailable_reason()
+    `model`: a known name, a local Hugging Face folder or a transformers Llama object;
+    `tokenizer`: None for the model's own."""
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device)
+    hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
+    executor = resolve_executor(config.executor, device, dtype, hf_model.config)
+    backend_name = config.attention_backend
+    if backend_name == "auto":
+        backend_name = executor.attention_backend(device, dtype)
+    backend = make_attention_backend(backend_name)
+    tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
+    eos_ids = eos_token_ids(hf_model, tokenizer)
+    llama = executor.load(LlamaModel.from_hf(hf_model, dtype=dtype, device=device), config)
+    del hf_model
+    config = config.for_model(llama.max_positions, kv_bytes_per_token(
+        llama.num_layers, llama.num_kv_heads, llama.head_dim, dtype))
+    runner = ModelRunner.allocate(llama, config, backend, device)
+    name = model if isinstance(model, (str, os.PathLike)) else "custom"
+    return build_engine(config, runner, vocab_size=llama.vocab_size, tokenizer=tokenizer,
+                        eos_token_ids=eos_ids,
+                        extra={"model": str(name), "executor": executor.name,
+                               "attention_backend": backend_name, "device": str(device),
+                               "dtype": str(dtype).replace("torch.", "")})
 
 
 class LLM:
     def __init__(self, model="smollm2-135m", *, tokenizer=None, **knobs):
         """`model`: a known name ("smollm2-135m"), a local Hugging Face folder, or a
         transformers Llama model object. `knobs`: the fields of `EngineConfig`."""
-        config = EngineConfig.from_kwargs(knobs)
+        self._start(model, EngineConfig.from_kwargs(knobs), tokenizer)
+
+    @classmethod
+    def from_config(cls, model, config: EngineConfig, tokenizer=None) -> "LLM":
+        """An LLM from a checked EngineConfig (what the command line builds)."""
+        llm = cls.__new__(cls)
+        llm._start(model, config, tokenizer)
+        return llm
+
+    def _start(self, model, config: EngineConfig, tokenizer) -> None:
         if tokenizer is not None and not (callable(tokenizer) and hasattr(tokenizer, "decode")):
             raise TypeError("tokenizer must be a tokenizer object (callable, with .decode), e.g. "
                             "transformers.AutoTokenizer.from_pretrained(local_folder), or None "
                             f"for the model's own; got {tokenizer!r:.60}")
-        self.device = resolve_device(config.device)
-        if self.device.type == "cpu":
-            keep_freed_memory()         # reuse freed tensor memory: fewer page faults a step
-            release_freed_memory()      # ...but give back what engines freed before it kept
-        dtype = _torch_dtype(config.dtype, self.device)
-
-        hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
-        backend_name = resolve_backend(config.attention_backend, self.device, dtype,
-                                       hf_model.config)
-        backend = make_attention_backend(backend_name)
-        self.tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
-        self.model = LlamaModel.from_hf(hf_model, dtype=dtype, device=self.device,
-                                        full_batch=config.max_num_seqs)
-        self.hf_config = hf_model.config
-        eos_ids = eos_token_ids(hf_model, self.tokenizer)
-        del hf_model
-
-        m = self.model
-        config = config.for_model(m.max_positions,
-                                  kv_bytes_per_token(m.num_layers, m.num_kv_heads, m.head_dim, dtype))
-        self.config = config
-        layer = (m.num_kv_heads, m.head_dim, dtype)
-        kv_caches = allocate_kv_cache(m.num_layers, config.num_kv_blocks, config.block_size,
-                                      *layer, self.device)
-        swap_caches = (allocate_kv_cache(m.num_layers, config.num_swap_blocks, config.block_size,
-                                         *layer, "cpu") if config.num_swap_blocks else None)
-        runner = ModelRunner(m, kv_caches, config.block_size, backend, self.device, swap_caches)
-        name = model if isinstance(model, (str, os.PathLike)) else "custom"
-        self.llm_engine = build_engine(
-            config, runner, vocab_size=m.vocab_size, tokenizer=self.tokenizer,
-            eos_token_ids=eos_ids,
-            extra={"model": str(name), "attention_backend": backend_name,
-                   "device": str(self.device), "dtype": str(dtype).replace("torch.", "")})
+        self.llm_engine = load_engine(model, config, tokenizer)
+        self.config = self.llm_engine.engine_config           # complete: for_model done
+        self.tokenizer = self.llm_engine.tokenizer
+        self.model = self.llm_engine.runner.model
+        self.device = self.llm_engine.runner.device
+        self.hf_config = self.model.config
         self._request_ids = itertools.count()     # "0", "1", ... like vLLM: reproducible
 
     @property
@@ -247,13 +226,6 @@ def _conversations(messages) -> list[list[dict]]:
                     or not isinstance(message.get("content"), str):
                 raise TypeError(f"{shape}; conversation {c}, message {m} is {message!r:.60}")
     return [list(conv) for conv in conversations]
-
-
-def _torch_dtype(name, device: torch.device) -> torch.dtype:
-    """'float32' | 'bfloat16' | 'float16' | None: minillm/device.py decides (bf16 on a GPU
-    that has it, fp16 with a warning on one that does not, fp32 on CPU)."""
-    name = dtype_name(name) if name is not None else None
-    return resolve_dtype(name, device)
 
 
 def eos_token_ids(hf_model, tokenizer) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from minillm.metrics import end_to_end_latency, time_per_output_token, time_to_first_token
+from minillm.sim.metrics import end_to_end_latency, time_per_output_token, time_to_first_token
 
 
 @dataclass
@@ -77,3 +77,18 @@ def request_output(seq, tokenizer=None) -> RequestOutput:
                              seq.finish_time, seq.num_output_tokens, seq.num_preemptions)
     return RequestOutput(seq.request_id, seq.prompt, seq.prompt_token_ids, [completion],
                          seq.is_finished, metrics, error=seq.error)
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot of the engine's queues and KV cache (`LLMEngine.stats`)."""
+
+    num_running: int = 0          # sequences in the running batch
+    num_waiting: int = 0          # arrived (or due) and queued, not yet running
+    num_free_blocks: int = 0      # KV-cache blocks nobody holds
+    num_blocks: int = 0           # KV-cache blocks in total
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Fraction of KV blocks in use (vLLM's kv_cache_usage_perc: 1.0 means full)."""
+        return 1.0 - self.num_free_blocks / self.num_blocks if self.num_blocks else 0.0

@@ -13,7 +13,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field, fields
 
-from minillm.checks import check_bool, check_int, check_int_list, check_number
+from minillm.engine.checks import (InvalidValue, check_bool, check_int, check_int_list,
+                                   check_number)
 
 
 # vLLM SamplingParams fields minillm does not implement, and what to use instead
@@ -89,7 +90,8 @@ class SamplingParams:
         put("temperature", check_number("temperature", self.temperature, 0.0, hint="0 means greedy"))
         put("top_p", check_number("top_p", self.top_p))
         if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1] (1 keeps every token), got {self.top_p}")
+            raise InvalidValue(f"top_p must be in (0, 1] (1 keeps every token), got {self.top_p}",
+                               "top_p")
         put("top_k", check_int("top_k", self.top_k, -1, hint="use k >= 1, or 0 / -1 to keep every token"))
         put("max_tokens", check_int("max_tokens", self.max_tokens, 1))
         check_bool("ignore_eos", self.ignore_eos)

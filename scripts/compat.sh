@@ -5,7 +5,7 @@
 # and transformers). This script uses
 #   $MINILLM_VLLM_PYTHON               if set: the Python of an existing vLLM virtualenv;
 #   else $MINILLM_VLLM_VENV/bin/python  (default ~/.cache/minillm/vllm-venv), built here
-#                                       first if missing, with minillm/PERFORMANCE.md's steps.
+#                                       first if missing, with docs/performance.md's steps.
 # Then it sets up the course (.venv, the model cache) and runs the checks
 # (scripts/compat/). Extra arguments go to the checks, e.g.
 #   bash scripts/compat.sh --only flags --bogus-flag=--max-num-seqz
@@ -18,7 +18,7 @@ pip_quiet() {   # pip, minus the noise some machines' pip configs print (as in s
   "$pip" "$@" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 }
 
-build_vllm_venv() {   # minillm/PERFORMANCE.md, "vLLM on this CPU", step by step
+build_vllm_venv() {   # docs/performance.md, "vLLM on this CPU", step by step
   local venv=$1 python=${PYTHON:-$(command -v python3.11 || command -v python3)}
   echo "compat: building vLLM's CPU build in $venv (first time: several minutes, ~2 GB)"
   "$python" -m venv "$venv"

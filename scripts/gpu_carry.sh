@@ -48,7 +48,7 @@ done
   --implementation cp "${platforms[@]}" -d .gpu-carry/call1/wheels $pins 2>&1 \
   | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
 
-gguf=$("$PY" -c "from minillm.model_cache import find_smollm2_gguf; print(find_smollm2_gguf())")
+gguf=$("$PY" -c "from minillm.model.weights_cache import find_smollm2_gguf; print(find_smollm2_gguf())")
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null \
        | awk '{s += $1} END {print s + 0}')
 wheels=$(du -sb .gpu-carry/call1/wheels | cut -f1)

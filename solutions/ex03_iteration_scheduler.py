@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from minillm.kv_cache import cdiv
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 class IterationScheduler(Scheduler):

@@ -50,7 +50,7 @@ cell at the end of lesson 06 (or `python -m minillm.grading 06`).
 from __future__ import annotations
 
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
-from minillm.sequence import Sequence, SequenceStatus
+from minillm.engine.sequence import Sequence, SequenceStatus
 
 
 class ChunkedPrefillScheduler(Scheduler):

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 @pytest.fixture(scope="session")
 def smollm2():
     """(transformers model, tokenizer) for SmolLM2-135M-Instruct in fp32."""
-    from minillm.model_loader import load_hf_model
+    from minillm.model.loader import load_hf_model
     model, tokenizer = load_hf_model("smollm2-135m")
     return model, tokenizer
 
@@ -28,7 +28,7 @@ def smollm2_llm(smollm2):
 
 @pytest.fixture
 def tiny_hf():
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 

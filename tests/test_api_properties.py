@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 
 VOCAB = 256
 MAX_STEPS = 400

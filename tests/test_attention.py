@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import minillm.attention.torch_paged as attention
 from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
-from minillm.attention.cpp_paged import CppAttention
+from minillm_cpu.cpp_attention import CppAttention
 from minillm.attention.sparse_paged import SPARSE_DTYPES
 from minillm.attention.torch_paged import split_by_length
-from minillm.flat_batch import build_attention_metadata
+from minillm.model.batch import build_attention_metadata
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 
 GOOD = {"prompt_token_ids": [3, 4, 5]}
 
@@ -286,7 +286,7 @@ def test_every_engine_knob_names_itself(kwargs, error, words):
 @pytest.mark.unit
 def test_kv_cache_memory_alone_sizes_the_cache():
     """It used to fail with 'not both' although only kv_cache_memory was given."""
-    from minillm.simulate import make_sim_engine
+    from minillm.sim.simulate import make_sim_engine
     assert LLM(build_tiny_llama(seed=0), kv_cache_memory=1 << 20).config.num_kv_blocks == 128
     assert make_sim_engine(kv_cache_memory=1 << 26).config["num_kv_blocks"] == (1 << 26) // (16 * 46_080)
 
@@ -388,18 +388,18 @@ def test_a_tokenizer_that_does_not_match_the_model_is_refused_at_the_door():
 
 @pytest.mark.unit
 @pytest.mark.parametrize("call,error,words", [
-    (lambda: __import__("minillm.simulate", fromlist=["x"]).simulate(
+    (lambda: __import__("minillm.sim.simulate", fromlist=["x"]).simulate(
         [], speculative_config={"num_speculative_tokens": 2}), ValueError, "speculative"),
-    (lambda: __import__("minillm.simulate", fromlist=["x"]).simulate([], cost_model="fast"),
+    (lambda: __import__("minillm.sim.simulate", fromlist=["x"]).simulate([], cost_model="fast"),
      TypeError, "cost_model"),
-    (lambda: __import__("minillm.sim_runner", fromlist=["x"]).CostModel(step_overhead=None),
+    (lambda: __import__("minillm.sim.sim_runner", fromlist=["x"]).CostModel(step_overhead=None),
      TypeError, "step_overhead"),
-    (lambda: __import__("minillm.sim_runner", fromlist=["x"]).CostModel(per_decode_seq=float("inf")),
+    (lambda: __import__("minillm.sim.sim_runner", fromlist=["x"]).CostModel(per_decode_seq=float("inf")),
      ValueError, "per_decode_seq"),
-    (lambda: __import__("minillm.metrics", fromlist=["x"]).summarize(
-        __import__("minillm.trace", fromlist=["x"]).Trace(), ttft_slo="1"), TypeError, "ttft_slo"),
-    (lambda: __import__("minillm.metrics", fromlist=["x"]).summarize(
-        __import__("minillm.trace", fromlist=["x"]).Trace(), tpot_slo=float("nan")), ValueError,
+    (lambda: __import__("minillm.sim.metrics", fromlist=["x"]).summarize(
+        __import__("minillm.engine.trace", fromlist=["x"]).Trace(), ttft_slo="1"), TypeError, "ttft_slo"),
+    (lambda: __import__("minillm.sim.metrics", fromlist=["x"]).summarize(
+        __import__("minillm.engine.trace", fromlist=["x"]).Trace(), tpot_slo=float("nan")), ValueError,
      "tpot_slo"),
 ])
 def test_simulator_and_metrics_arguments_name_themselves(call, error, words):
@@ -409,8 +409,8 @@ def test_simulator_and_metrics_arguments_name_themselves(call, error, words):
 
 @pytest.mark.unit
 def test_add_workload_and_run_to_completion_check_their_arguments():
-    from minillm.simulate import add_workload, make_sim_engine, run_to_completion
-    from minillm.workload import RequestSpec
+    from minillm.sim.simulate import add_workload, make_sim_engine, run_to_completion
+    from minillm.sim.workload import RequestSpec
     engine = make_sim_engine()
     with pytest.raises(TypeError, match="workload must be a list of RequestSpec"):
         add_workload(engine, RequestSpec("a", 3, 2, 2, 0.0))

@@ -15,16 +15,16 @@ import math
 import pytest
 import torch
 
-from minillm.bench import (ab, chunked, kv_budget, peers, prefix_caching, roofline, speculative,
+from benchmarks import (ab, chunked, kv_budget, peers, prefix_caching, roofline, speculative,
                            step_time, throughput)
-from minillm.bench import workloads as wl
-from minillm.bench.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
+from benchmarks import workloads as wl
+from benchmarks.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
                                   ratio_line, table)
-from minillm.bench.run import write_json
-from minillm.cpu_kernels import unavailable_reason
-from minillm.tiny_llama import build_tiny_llama
-from minillm.trace import RequestRecord, Trace
-from minillm.workload import RequestSpec
+from benchmarks.run import write_json
+from minillm_cpu.kernels import unavailable_reason
+from minillm.model.tiny import build_tiny_llama
+from minillm.engine.trace import RequestRecord, Trace
+from minillm.sim.workload import RequestSpec
 
 pytestmark = pytest.mark.unit
 
@@ -112,7 +112,7 @@ def test_paired_ratios_pair_runs_of_the_same_round():
 # ------------------------------------------------------------------ roofline
 
 def test_decode_cost_counts_every_weight_once_and_the_tied_head():
-    from minillm.model import LlamaModel
+    from minillm.model.llama import LlamaModel
     hf = build_tiny_llama(seed=0)
     model = LlamaModel.from_hf(hf)
     cost = roofline.decode_cost(model)
@@ -135,7 +135,7 @@ def test_ceiling_is_memory_bound_at_batch_1_and_compute_bound_when_large():
 
 
 def test_peak_flops_is_the_faster_of_blas_and_the_engines_packed_kernel():
-    from minillm.packed_linear import PackedWeight
+    from minillm_cpu.packed_linear import PackedWeight
     r = roofline.measure_matmul_flops(128, repeats=2)
     by_kernel = r["best_gflop_s_by_kernel"]
     expected = {"blas", "packed"} if PackedWeight.supported(torch.zeros(1, 1)) else {"blas"}
@@ -147,7 +147,7 @@ def test_peak_flops_is_the_faster_of_blas_and_the_engines_packed_kernel():
 # ------------------------------------------------------------------ checks and report
 
 def test_history_contexts_and_decode_batch_lay_out_each_sequence():
-    from minillm.bench.history import decode_batch, parse_contexts
+    from benchmarks.history import decode_batch, parse_contexts
     assert parse_contexts("128", 3) == [128, 128, 128]
     assert parse_contexts("1000,60x3", 16) == [1000, 60, 60, 60]
     contexts = [33, 5, 16]
@@ -162,7 +162,7 @@ def test_history_contexts_and_decode_batch_lay_out_each_sequence():
 
 def _git_has(commit: str) -> bool:
     import subprocess
-    from minillm.bench.git_versions import REPO
+    from benchmarks.git_versions import REPO
     try:
         return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO,
                               capture_output=True).returncode == 0
@@ -173,9 +173,9 @@ def _git_has(commit: str) -> bool:
 def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
     """Old layout (attention.py, attention_metadata.py) and new, beside the working tree."""
     import sys
-    from minillm.bench.git_versions import load_version
-    from minillm.bench.history import compare
-    import minillm.model
+    from benchmarks.git_versions import load_version
+    from benchmarks.history import compare
+    import minillm.model.llama
     if not _git_has("HEAD"):
         pytest.skip("not a git checkout")
     commits = [c for c in ("29b225f", "HEAD") if _git_has(c)] + ["."]
@@ -185,10 +185,10 @@ def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
     assert not [m for m in sys.modules.values()                       # theirs, not left in
                 if str(tmp_path) in (getattr(m, "__file__", None) or "")]
     worktree = versions[-1]
-    assert worktree.model is minillm.model.LlamaModel
+    assert worktree.model is minillm.model.llama.LlamaModel
     assert worktree.attention.name == "cpp"                  # each version's default CPU backend
     for v in versions[:-1]:                                   # each commit's own code
-        assert v.model is not minillm.model.LlamaModel
+        assert v.model is not minillm.model.llama.LlamaModel
         for piece in (v.model.__init__, v.attention.__call__, v.build_metadata):
             assert piece.__code__.co_filename.startswith(str(tmp_path / v.name))
     if "29b225f" in commits:
@@ -202,7 +202,7 @@ def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
 
 
 def test_history_flags_are_checked():
-    from minillm.bench.history import parse_args
+    from benchmarks.history import parse_args
     for argv in (["HEAD", "HEAD"], ["HEAD", "--rounds", "0"], ["HEAD", "--batch", "x"]):
         with pytest.raises(SystemExit):
             parse_args(argv)
@@ -335,7 +335,7 @@ def test_speculative_experiment_on_the_tiny_llama(tiny_bench, tmp_path):
 
 
 def test_hf_generate_counts_only_useful_tokens():
-    from minillm.bench.hf_peers import hf_generate_static
+    from benchmarks.hf_peers import hf_generate_static
     model = build_tiny_llama(seed=0)
     r = hf_generate_static(model, [[3, 4, 5], [6, 7], [8]], [2, 5, 3], batch_size=2, pad_id=0)
     assert r["useful_tokens"] == 10
@@ -344,7 +344,7 @@ def test_hf_generate_counts_only_useful_tokens():
 
 
 def test_vllm_is_skipped_with_a_reason_when_absent():
-    from minillm.bench.peers import vllm_status
+    from benchmarks.peers import vllm_status
     assert "skipped" in vllm_status(None)
     assert "skipped" in vllm_status("/nonexistent/python")
 
@@ -374,7 +374,7 @@ def test_the_next_contender_waits_for_a_busy_peer_process_to_go_idle():
 
 
 def test_cli_runs_the_simulator_experiments(tmp_path, capsys):
-    from minillm.bench.__main__ import main
+    from benchmarks.__main__ import main
     threads = torch.get_num_threads()
     assert main(["--quick", "--only", "kv_budget,simulator", "--out", str(tmp_path),
                  "--no-progress", "--threads", str(threads)]) == 0
@@ -386,13 +386,13 @@ def test_cli_runs_the_simulator_experiments(tmp_path, capsys):
 
 
 def test_cli_rejects_unknown_experiments():
-    from minillm.bench.__main__ import parse_args
+    from benchmarks.__main__ import parse_args
     with pytest.raises(SystemExit):
         parse_args(["--only", "nonsense"])
 
 
 def test_every_registered_experiment_has_the_contract():
-    from minillm.bench.registry import EXPERIMENTS, PEERS
+    from benchmarks.registry import EXPERIMENTS, PEERS
     config = BenchConfig(quick=True, rounds=2)
     for name, module in {**EXPERIMENTS, **PEERS}.items():
         assert callable(module.run) and callable(module.text), name
@@ -402,8 +402,8 @@ def test_every_registered_experiment_has_the_contract():
 
 def test_a_new_experiment_is_one_module_plus_one_registry_line(tmp_path, capsys, monkeypatch):
     import types
-    from minillm.bench.__main__ import main
-    from minillm.bench.registry import EXPERIMENTS
+    from benchmarks.__main__ import main
+    from benchmarks.registry import EXPERIMENTS
     fake = types.SimpleNamespace(
         planned_runs=lambda config: 1,
         run=lambda bench: {"answer": 42, "big": [1, 2, 3]},
@@ -422,7 +422,7 @@ def test_a_new_experiment_is_one_module_plus_one_registry_line(tmp_path, capsys,
 
 
 def test_the_header_reports_what_the_cpu_kernels_cost():
-    from minillm.bench.run import cpu_kernels_info, cpu_kernels_text
+    from benchmarks.run import cpu_kernels_info, cpu_kernels_text
     info = cpu_kernels_info()
     if unavailable_reason() is None:
         assert info["build_s"] >= 0 and info["library"].endswith(".so")

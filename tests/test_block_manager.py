@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from minillm.kv_cache import BlockAllocator, KVCacheManager
 from minillm.sampling_params import SamplingParams
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 def seq(n_prompt, max_tokens=4, rid="r"):

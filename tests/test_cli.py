@@ -83,7 +83,7 @@ def test_serve_flags_are_checked_before_the_model_loads(tmp_path, flags, words):
     (["--vllm-python", "/nonexistent/python"], "--vllm-python"),
 ])
 def test_bench_flags_are_checked_first(flags, words):
-    run = subprocess.run([sys.executable, "-m", "minillm.bench", *flags],
+    run = subprocess.run([sys.executable, "-m", "benchmarks", *flags],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and words in run.stderr
 
@@ -115,7 +115,7 @@ def test_grading_checks_its_flags_before_grading(args, words):
     (["--model", "nope"], "--model: Unknown model"),
 ])
 def test_more_bench_flags_are_checked_first(flags, words):
-    run = subprocess.run([sys.executable, "-m", "minillm.bench", *flags],
+    run = subprocess.run([sys.executable, "-m", "benchmarks", *flags],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
 

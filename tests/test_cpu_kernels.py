@@ -1,4 +1,4 @@
-"""The C++ CPU kernels (`minillm/cpu_kernels/`) against the PyTorch lines they replace.
+"""The C++ CPU kernels (`minillm_cpu/csrc/`) against the PyTorch lines they replace.
 
 Each element-wise kernel must give what `model.py`'s PyTorch code gives — in float32 up
 to the order of a sum, in bf16 up to one bf16 unit (the PyTorch code rounds after every
@@ -16,11 +16,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import minillm.cpu_kernels as cpu_kernels
-from minillm.attention.cpp_paged import CppAttention
-from minillm.cpu_kernels import build
+import minillm_cpu.kernels as cpu_kernels
+from minillm_cpu.cpp_attention import CppAttention
+from minillm_cpu.kernels import build
 from minillm.llm import resolve_backend
-from minillm.model import RMSNorm, RotaryEmbedding, apply_rope
+from minillm.model.llama import RMSNorm, RotaryEmbedding, apply_rope
 
 pytestmark = pytest.mark.unit
 
@@ -198,7 +198,7 @@ def test_a_model_the_kernels_cannot_run(kernels, heads, kv_heads, hidden, dtype,
 
 
 def test_bad_calls_are_errors_not_crashes(kernels):
-    from minillm.flat_batch import build_attention_metadata
+    from minillm.model.batch import build_attention_metadata
     meta = build_attention_metadata([1], [3], [[0]], [2], 4, torch.device("cpu"))
     q, k, cache = torch.randn(1, 4, 24), torch.randn(1, 2, 24), torch.zeros(1, 4, 2, 24)
     with pytest.raises(ValueError, match="head sizes"):        # head_dim 24: no instance

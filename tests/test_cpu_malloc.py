@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 import minillm.llm
-from minillm import cpu_malloc
-from minillm.tiny_llama import build_tiny_llama
+from minillm_cpu import malloc as cpu_malloc
+from minillm.model.tiny import build_tiny_llama
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +23,7 @@ needs_glibc = pytest.mark.skipif(cpu_malloc._glibc() is None, reason="glibc's ma
 # 40 times: three 20 MiB tensors, filled, then freed. Prints the minor page faults.
 ALLOCATE_AND_FREE = textwrap.dedent("""
     import resource, sys, torch
-    from minillm.cpu_malloc import keep_freed_memory
+    from minillm_cpu.malloc import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -78,7 +78,7 @@ def wrap_recording(from_hf, calls):
 
 def test_release_is_malloc_trim_of_zero(monkeypatch):
     """What it gives back depends on how the heap lies (measured on engines and lessons
-    in minillm/PERFORMANCE.md); what it must do is call glibc's malloc_trim(0)."""
+    in docs/performance.md); what it must do is call glibc's malloc_trim(0)."""
     trims = []
 
     class FakeGlibc:

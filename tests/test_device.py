@@ -1,4 +1,4 @@
-"""Device and dtype choice (`minillm/device.py`), including GPUs this machine does not have.
+"""Device and dtype choice (`minillm/model/device.py`), including GPUs this machine does not have.
 
 The CUDA paths are forced by replacing `torch.cuda`'s queries (is a GPU there, its name,
 its compute capability) with monkeypatch: the choice is pure logic over those answers.
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.device import resolve_device, resolve_dtype
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.device import resolve_device, resolve_dtype
+from minillm.model.tiny import build_tiny_llama
 
 CUDA = torch.device("cuda")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import sys
 import pytest
 import torch
 
-import minillm.sampler as sampler_module
+import minillm.model.sampler as sampler_module
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 from minillm.scheduler import SCHEDULERS, VARIANTS
 
 PROMPTS = [{"prompt_token_ids": [5, 6, 7]}, {"prompt_token_ids": [9, 8, 7, 6, 5]},
@@ -150,7 +150,7 @@ def test_any_of_several_eos_ids_stops_like_transformers():
 SAMPLE_SCRIPT = """
 import json, sys
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 llm = LLM(build_tiny_llama(seed=0), block_size=4, num_kv_blocks=64, seed=int(sys.argv[1]))
 outs = llm.generate([{"prompt_token_ids": [5, 6, 7]}] * 3,
                     SamplingParams(temperature=1.0, max_tokens=12), use_tqdm=False)

@@ -90,7 +90,7 @@ def test_an_exercise_fills_in_the_answer_keys_own_names(exercise, key):
 def test_the_flat_batch_uses_lesson_04s_field_names():
     import torch
 
-    from minillm.flat_batch import AttentionMetadata, FlatBatch
+    from minillm.model.batch import AttentionMetadata, FlatBatch
     solution = importlib.import_module("solutions.ex04_flat_batch")
     fields = set(FlatBatch.__dataclass_fields__) | set(AttentionMetadata.__dataclass_fields__)
     batch = solution.build_flat_batch([([1, 2, 3], 0, [0])], block_size=4)

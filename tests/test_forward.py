@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
-from minillm.attention.cpp_paged import CppAttention
-from minillm.flat_batch import build_attention_metadata
+from minillm_cpu.cpp_attention import CppAttention
+from minillm.model.batch import build_attention_metadata
 from minillm.kv_cache.tensors import allocate_kv_cache
-from minillm.model import LlamaModel
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.llama import LlamaModel
+from minillm.model.tiny import build_tiny_llama
 
 # Bounds on max|ours − transformers| / max|transformers' logits|, per sequence: fp32
 # rounding grows with depth, so the bound is relative to the logits' scale and set from
@@ -224,7 +224,7 @@ BF16_ERROR_RATIO = 2.0
 @pytest.mark.model
 @pytest.mark.parametrize("backend", [CppAttention(), SparseAttention()], ids=["cpp", "sparse"])
 def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2, backend):
-    from minillm.model_loader import load_hf_model
+    from minillm.model.loader import load_hf_model
     hf32, tokenizer = smollm2
     hf16 = load_hf_model("smollm2-135m", dtype=torch.bfloat16)[0]
     model = LlamaModel.from_hf(hf32, dtype=torch.bfloat16)
@@ -248,7 +248,7 @@ def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2, backend):
 def test_rms_norm_is_the_written_out_formula_to_the_bit(dtype):
     """`RMSNorm` calls `F.rms_norm`; it must round exactly as transformers' formula:
     in fp32 the norm, then the weight after casting back to the model's dtype."""
-    from minillm.model import RMSNorm
+    from minillm.model.llama import RMSNorm
     g = torch.Generator().manual_seed(0)
     norm = RMSNorm(576, 1e-5)
     with torch.no_grad():
@@ -264,7 +264,7 @@ def test_rms_norm_is_the_written_out_formula_to_the_bit(dtype):
 def test_rope_is_rotate_half_to_the_bit(dtype):
     """`apply_rope` multiplies a roll of x by sin with its first half negated; it must
     give exactly x·cos + (−x₂ | x₁)·sin, the rotate-half formula of transformers."""
-    from minillm.model import RotaryEmbedding, apply_rope
+    from minillm.model.llama import RotaryEmbedding, apply_rope
     rope = RotaryEmbedding(64, 10000.0, 512)
     positions = torch.tensor([0, 5, 17, 300, 511])
     x = torch.randn(5, 12, 64, generator=torch.Generator().manual_seed(1)).to(dtype)

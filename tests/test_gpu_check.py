@@ -1,6 +1,6 @@
 """`scripts/gpu_check.sh` in its CPU mode, end to end, so the GPU check cannot rot.
 
-The GPU mode needs a GPU (minillm/PERFORMANCE.md says how to run it on a lent one). The
+The GPU mode needs a GPU (docs/performance.md says how to run it on a lent one). The
 CPU mode runs the same driver, the same parts and writes the same files, at toy sizes:
 this test runs it into a temporary folder and reads what it wrote. Timings are never
 looked at, only that each part ran and said what it did or why it skipped.

@@ -49,7 +49,7 @@ pytestmark = [
 ]
 
 ON_CUDA = torch.cuda.is_available()
-# bf16 arithmetic needs compute capability 8.0 (minillm/device.py); older GPUs run fp16.
+# bf16 arithmetic needs compute capability 8.0 (minillm/model/device.py); older GPUs run fp16.
 ON_BF16_GPU = ON_CUDA and torch.cuda.get_device_capability() >= (8, 0)
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

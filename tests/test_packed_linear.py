@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minillm.packed_linear import PackedWeight, cpu_vendor, few_rows_kernels, linear
+from minillm_cpu.packed_linear import PackedWeight, cpu_vendor, few_rows_kernels, linear
 
 pytestmark = pytest.mark.skipif(not PackedWeight.supported(torch.zeros(1, 1)),
                                 reason="needs PyTorch's oneDNN (CPU) build")

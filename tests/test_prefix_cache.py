@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from minillm import SamplingParams
 from minillm.kv_cache.prefix_cache import block_hashes
-from minillm.simulate import make_sim_engine, run_to_completion
+from minillm.sim.simulate import make_sim_engine, run_to_completion
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +82,7 @@ def test_a_hash_collision_is_a_miss_not_someone_elses_kv(monkeypatch):
     and the answers equal the engine without a prefix cache (tiny real model)."""
     import minillm.kv_cache.prefix_cache as prefix_cache
     from minillm import LLM
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
 
     monkeypatch.setattr(prefix_cache, "hash_block", lambda parent, tokens: 7)
     tiny = build_tiny_llama(seed=0)
@@ -106,7 +106,7 @@ def test_a_collision_one_block_back_does_not_leak_into_the_next_block(monkeypatc
     a prompt X + T must reuse X's block 0 and recompute T, not take Y's block 1."""
     import minillm.kv_cache.prefix_cache as prefix_cache
     from minillm.kv_cache.allocator import BlockAllocator
-    from minillm.sequence import Sequence
+    from minillm.engine.sequence import Sequence
 
     real = prefix_cache.hash_block
     X, Y, T = [1, 2], [3, 4], [5, 6]
@@ -135,7 +135,7 @@ def test_a_reused_block_leaves_its_old_parent_so_its_new_entry_survives():
     first block. Evicting A's first block later must not take c's new entry with it."""
     from minillm.kv_cache.allocator import BlockAllocator
     from minillm.kv_cache.prefix_cache import PrefixCache
-    from minillm.sequence import Sequence
+    from minillm.engine.sequence import Sequence
 
     cache = PrefixCache(BlockAllocator(8), 2)
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
-from minillm.sampler import Sampler, filter_logits, greedy
+from minillm.model.tiny import build_tiny_llama
+from minillm.model.sampler import Sampler, filter_logits, greedy
 
 
 @pytest.mark.unit

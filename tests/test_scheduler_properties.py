@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from minillm.kv_cache import cdiv
 from minillm.sampling_params import SamplingParams
-from minillm.simulate import add_workload, make_sim_engine, run_to_completion, simulate
-from minillm.workload import RequestSpec, make_workload, pareto, uniform
+from minillm.sim.simulate import add_workload, make_sim_engine, run_to_completion, simulate
+from minillm.sim.workload import RequestSpec, make_workload, pareto, uniform
 
 pytestmark = pytest.mark.unit
 

@@ -140,7 +140,7 @@ def test_models_health_and_metrics_count_exactly(server, client):
 
 
 def test_the_load_generator_counts_exactly_what_the_server_generated(server):
-    from minillm.bench.serve.sweep import run_rate
+    from benchmarks.serve.sweep import run_rate
     shapes = ((5, 3), (9, 6), (17, 1), (33, 8))              # (prompt tokens, max_tokens)
     bodies = [{"model": MODEL, "prompt": list(range(100, 100 + n)), "max_tokens": m,
                "ignore_eos": True, "temperature": 0, "stream": True,

@@ -6,14 +6,14 @@ import dataclasses
 
 import pytest
 
-from minillm.metrics import summarize
+from minillm.sim.metrics import summarize
 from minillm.scheduler import ScheduledSequence, SchedulerOutput
 from minillm.sampling_params import SamplingParams
-from minillm.sequence import Sequence
-from minillm.calibrate import calibrate, fit_quality
-from minillm.sim_runner import DEFAULT_COST_MODEL, CostModel, SimRunner, attention_pairs
-from minillm.simulate import make_sim_engine, simulate
-from minillm.workload import RequestSpec, preset_workload, seed_example
+from minillm.engine.sequence import Sequence
+from minillm.sim.calibrate import calibrate, fit_quality
+from minillm.sim.sim_runner import DEFAULT_COST_MODEL, CostModel, SimRunner, attention_pairs
+from minillm.sim.simulate import make_sim_engine, simulate
+from minillm.sim.workload import RequestSpec, preset_workload, seed_example
 
 pytestmark = pytest.mark.unit
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama, tiny_llama_config
-from minillm.simulate import add_workload, make_sim_engine, run_to_completion
-from minillm.workload import make_workload, uniform
+from minillm.model.tiny import build_tiny_llama, tiny_llama_config
+from minillm.sim.simulate import add_workload, make_sim_engine, run_to_completion
+from minillm.sim.workload import make_workload, uniform
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import pytest
 
 from minillm.config import DEFAULT_MAX_TRACE_STEPS
 from minillm.sampling_params import SamplingParams
-from minillm.simulate import make_sim_engine
+from minillm.sim.simulate import make_sim_engine
 
 
 def serve(engine, num_requests: int, max_tokens: int = 3) -> None:

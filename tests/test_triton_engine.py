@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.cpu_kernels import unavailable_reason
+from minillm_cpu.kernels import unavailable_reason
 from minillm.llm import resolve_backend, resolve_device
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 
 PROMPTS = [{"prompt_token_ids": list(range(3, 3 + n))} for n in (1, 6, 19, 11)]
 PARAMS = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in (9, 4, 7, 12)]

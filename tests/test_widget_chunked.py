@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minillm.metrics import percentiles, request_metrics
+from minillm.sim.metrics import percentiles, request_metrics
 from minillm.widgets.chunked import (ChunkedPrefillExplorer, itl_points, simulate_stutter,
                                      trace_numbers)
-from minillm.workload import stutter_workload
+from minillm.sim.workload import stutter_workload
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n"

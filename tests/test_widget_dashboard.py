@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from minillm.bench.serve.scrape import histogram_quantile, parse
+from benchmarks.serve.scrape import histogram_quantile, parse
 from minillm.widgets.dashboard import Sample, ServerDashboard
 
 pytestmark = pytest.mark.unit

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minillm.simulate import simulate
-from minillm.metrics import kv_utilization
-from minillm.trace import Trace
+from minillm.sim.simulate import simulate
+from minillm.sim.metrics import kv_utilization
+from minillm.engine.trace import Trace
 from minillm.widgets.draw import block_image
 from minillm.widgets.kv_map import KVBlockMap
 from minillm.widgets.layout import FREE, block_map
 from minillm.widgets.style import COLORS
-from minillm.workload import chat_burst
+from minillm.sim.workload import chat_burst
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -51,7 +51,7 @@ def test_shared_prefix_blocks_are_drawn_once():
     """With prefix caching two sequences point at the same blocks: the map draws each
     block once, as full as its fullest sharer, as the Trace's `kv_tokens_held` counts it."""
     from minillm.sampling_params import SamplingParams
-    from minillm.simulate import make_sim_engine, run_to_completion
+    from minillm.sim.simulate import make_sim_engine, run_to_completion
     engine = make_sim_engine("continuous", block_size=4, num_kv_blocks=64, max_num_seqs=4,
                              enable_prefix_caching=True, record_block_tables=True)
     prompt = list(range(10, 22))                            # 12 tokens: 3 full blocks

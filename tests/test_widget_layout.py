@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from minillm.simulate import simulate
+from minillm.sim.simulate import simulate
 from minillm.widgets.layout import HELD, STATE_NAMES, block_map, slot_assignments, slot_layout
 from minillm.widgets.stepper import EngineStepper
-from minillm.workload import RequestSpec, chat_burst
+from minillm.sim.workload import RequestSpec, chat_burst
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,7 @@ def held_trace():
     guesses use up a 2-token budget, so a mid-prompt sequence is skipped but keeps its
     slot and its blocks."""
     from minillm import LLM, SamplingParams
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     llm = LLM(build_tiny_llama(seed=0), max_num_seqs=3, block_size=4, num_kv_blocks=32,
               enable_chunked_prefill=True, max_num_batched_tokens=2,
               speculative_config={"num_speculative_tokens": 2}, record_block_tables=True)

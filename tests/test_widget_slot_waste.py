@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from minillm.simulate import simulate
+from minillm.sim.simulate import simulate
 from minillm.widgets.layout import DECODE, EMPTY, IDLE, PREFILL, slot_layout
 from minillm.widgets.slot_waste import SlotWasteExplorer, length_dist, output_lengths
-from minillm.workload import RequestSpec, seed_example
+from minillm.sim.workload import RequestSpec, seed_example
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minillm.kv_cache import cdiv
-from minillm.simulate import simulate
-from minillm.workload import RequestSpec
+from minillm.sim.simulate import simulate
+from minillm.sim.workload import RequestSpec
 from minillm.widgets.stepper import EngineStepper
 
 pytestmark = pytest.mark.unit
@@ -86,7 +86,7 @@ def test_play_moves_the_slider_and_steps_answer_fast(monkeypatch):
 
 def test_real_model_trace():
     from minillm import LLM, SamplingParams
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     llm = LLM(build_tiny_llama(seed=0), max_num_seqs=2, block_size=4, num_kv_blocks=16,
               record_block_tables=True)
     prompts = [{"prompt_token_ids": [3, 4, 5]}] * 3

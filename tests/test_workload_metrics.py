@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minillm import metrics
-from minillm.metrics import format_table, summarize
-from minillm.simulate import simulate
-from minillm.trace import RequestRecord, ScheduledEntry, StepRecord, Trace
-from minillm.workload import (PRESETS, RequestSpec, LengthDist, exponential, fixed, lognormal,
+from minillm.sim import metrics
+from minillm.sim.metrics import format_table, summarize
+from minillm.sim.simulate import simulate
+from minillm.engine.trace import RequestRecord, ScheduledEntry, StepRecord, Trace
+from minillm.sim.workload import (PRESETS, RequestSpec, LengthDist, exponential, fixed, lognormal,
                               make_workload, pareto, preset_workload, seed_example, uniform)
 
 pytestmark = pytest.mark.unit

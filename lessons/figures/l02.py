@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from minillm.metrics import summarize
+from minillm.sim.metrics import summarize
 from minillm.widgets.style import COLORS
 
 

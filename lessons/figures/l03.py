@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from minillm.metrics import percentiles, request_metrics
+from minillm.sim.metrics import percentiles, request_metrics
 from minillm.widgets.style import COLORS
 
 

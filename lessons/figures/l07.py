@@ -163,11 +163,11 @@ def plot_bytes_per_step(weight_bytes: float, kv_bytes_per_token: float,
 
 
 def time_attention_steps(calls: dict, caches, rounds: int = 15, steps: int = 3):
-    """Alternating rounds (`minillm.bench.ab`) of one decode step per call: `call(k_cache,
+    """Alternating rounds (`benchmarks.ab`) of one decode step per call: `call(k_cache,
     v_cache)` once for every layer's cache. A round's number is the median of `steps`
     steps. Returns the rounds ({name: [{"ms": ...}, ...]}) and the medians {name: ms}."""
     import time
-    from minillm.bench import ab
+    from benchmarks import ab
 
     def step_ms(call):
         times = []
@@ -202,7 +202,7 @@ def draw_attention_step(parts: dict[str, dict[str, float]]):
 def whole_decode_steps(backends=("sparse", "cpp"), batch: int = 16, prompt_words: int = 90,
                        new_tokens: int = 12, rounds: int = 3):
     """The real SmolLM2 engine once per attention backend, `batch` prompts of ~130 tokens
-    decoded together, in alternating rounds (`minillm.bench.ab`). A round's number is
+    decoded together, in alternating rounds (`benchmarks.ab`). A round's number is
     the median duration of its steps that decode all `batch` sequences and carry no
     prompt. Returns (rounds {backend: [{"ms": ...}]}, medians {backend: ms},
     greedy tokens {backend: [token ids per prompt]})."""
@@ -229,7 +229,7 @@ def _decode_step_rounds(engines: dict, batch: int, prompt_words: int, new_tokens
                         rounds: int):
     """engines {name: (LLM, fuse_layers or None to leave it)} → whole_decode_steps' returns."""
     from minillm import SamplingParams
-    from minillm.bench import ab
+    from benchmarks import ab
 
     words = "the quick brown fox jumps over a lazy dog while".split()
     prompts = [f"Request {i}: " + " ".join(words[(i + j) % len(words)] for j in range(prompt_words))

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minillm.sampling_params import SamplingParams
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 from minillm.widgets.style import COLORS
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from minillm.flat_batch import AttentionMetadata
+from minillm.attention.base import AttentionBackend
+from minillm.model.batch import AttentionMetadata
 
 
 def write_kv(key: torch.Tensor, value: torch.Tensor, k_cache: torch.Tensor,
@@ -57,12 +58,12 @@ def attend_per_sequence(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.T
     return out
 
 
-class PerSequenceAttention:
+class PerSequenceAttention(AttentionBackend):
     """The reference path as a backend (slow; for lessons and tests)."""
 
     name = "reference"
 
-    def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
+    def attend(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, plan, scale: float):
         write_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         return attend_per_sequence(q, k_cache, v_cache, meta, scale)
 

@@ -25,14 +25,13 @@ that stores only its non-zero entries and their column numbers:
 For example, a sequence of 20 tokens in blocks [7, 2] (block size 16) has slots
 112 … 127 and 32 … 35; with 3 K/V heads its query heads of K/V head 1 list the rows
 `slot · 3 + 1` = 337, 340, …, 106. Decodes are still cut into groups of similar length
-(`torch_paged.split_by_length`, with the torch backend's cost of a group, 40 blocks;
-here a padded block costs about two thirds as much, but a cost of 400 — fewer, more
-padded groups — measured no faster: PERFORMANCE.md, "Tried and not kept"): a row of `A`
+(`torch_paged.split_by_length`, with the torch backend's cost of a group; a larger
+cost — fewer, more padded groups — measured no faster: docs/performance.md): a row of `A`
 is padded to its group's longest member, and the padding (the tail of the last block,
 or block-table padding) gets -inf scores, so weight 0. The KV write and the prefill
 chunks (queries that attend to each other causally) are the torch backend's, unchanged.
 
-What reading in place saves, measured on the course machine: `minillm/PERFORMANCE.md`
+What reading in place saves, measured on the course machine: `docs/performance.md`
 (change 6) and lesson 07 (section 6). PyTorch's CPU `sampled_addmm` has kernels for
 float32 and float64 only, so in other dtypes (bfloat16) decode groups fall back to the
 torch backend's gather + SDPA.
@@ -45,8 +44,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from minillm.attention.torch_paged import TorchAttention, _DecodeGroup
-from minillm.flat_batch import AttentionMetadata
+from minillm.attention.torch_paged import DecodeGroup, TorchAttention
+from minillm.model.batch import AttentionMetadata
 
 SPARSE_DTYPES = (torch.float32, torch.float64)     # what CPU sampled_addmm computes in
 
@@ -57,10 +56,10 @@ class SparseAttention(TorchAttention):
     name = "sparse"
 
     def decode_group(self, meta: AttentionMetadata, seq_ids: list[int]):
-        return _SparseDecodeGroup(meta, seq_ids)
+        return SparseDecodeGroup(meta, seq_ids)
 
 
-class _SparseDecodeGroup(_DecodeGroup):
+class SparseDecodeGroup(DecodeGroup):
     """G decodes whose attention is a sampled product and an embedding bag.
 
     From the torch backend's group it keeps the rows, the block ids (`[G·nb]`, the

@@ -1,6 +1,6 @@
 """The "torch" backend: batched attention over the paged KV cache, in plain PyTorch.
 
-Per step it plans index tensors once (in `meta.scratch`, reused by all layers), then per
+Per step it plans index tensors once (`plan`, handed back to every layer), then per
 layer writes the new K/V (`reference.write_kv`), gathers the sequences' K/V out of their
 blocks — **one batched gather per group**, no Python loop over sequences — and runs
 `scaled_dot_product_attention`. A group is padded to its longest member, so rows are
@@ -8,7 +8,7 @@ split into groups, and a long sequence does not pad every short one to its lengt
 
 * **decode rows** (one query each, by far the most common) are cut into groups of
   similar length (`split_by_length`: a group costs a few calls, padding costs gathered
-  blocks; `minillm/PERFORMANCE.md` measures what the grouping buys). Whole *blocks* are
+  blocks; `docs/performance.md` measures what the grouping buys). Whole *blocks* are
   gathered (`index_select` of block ids — one copy of `block_size` token rows at a
   time) into `[G, Hkv, L, D]`; the query heads that share a K/V head are stacked as
   that head's "queries" (`[G, Hkv, Hq/Hkv, D]`), so GQA needs no copy of K/V per query
@@ -28,15 +28,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from minillm.attention.base import AttentionBackend
 from minillm.attention.reference import write_kv
-from minillm.flat_batch import AttentionMetadata
+from minillm.model.batch import AttentionMetadata
 
 # A group costs a few fixed-size calls per layer (gather K, gather V, attention, ...),
-# worth about this many extra gathered KV blocks (how it was chosen: PERFORMANCE.md).
+# worth about this many extra gathered KV blocks (docs/performance.md: how it was chosen).
 GROUP_COST_IN_BLOCKS = 40
 
 
-class TorchAttention:
+class TorchAttention(AttentionBackend):
     """Batched paged attention in plain PyTorch (see module docstring)."""
 
     name = "torch"
@@ -44,10 +45,12 @@ class TorchAttention:
     def __init__(self, group_cost_in_blocks: int = GROUP_COST_IN_BLOCKS):
         self.group_cost = group_cost_in_blocks
 
-    def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
-        plan = meta.scratch.get(self.name)
-        if plan is None:                        # built once per step, reused by every layer
-            plan = meta.scratch[self.name] = _Plan(meta, self.group_cost, self.decode_group)
+    def plan(self, meta: AttentionMetadata) -> "GroupPlan":
+        """The step's groups and their index tensors, built once for every layer."""
+        return GroupPlan(meta, self.group_cost, self.decode_group)
+
+    def attend(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, plan: "GroupPlan",
+               scale: float):
         write_kv(k, v, k_cache, v_cache, meta.slot_mapping, plan.all_slots_valid)
         outs = [group.attend(q, k_cache, v_cache, scale) for group in plan.groups]   # [rows_g, Hq, D]
         out = outs[0] if len(outs) == 1 else torch.cat(outs)                         # [T, Hq, D]
@@ -55,10 +58,10 @@ class TorchAttention:
 
     def decode_group(self, meta: AttentionMetadata, seq_ids: list[int]):
         """How this backend attends a group of decodes (the "sparse" backend overrides it)."""
-        return _DecodeGroup(meta, seq_ids)
+        return DecodeGroup(meta, seq_ids)
 
 
-class _Plan:
+class GroupPlan:
     """How this step's rows are split into groups, with every group's index tensors.
 
     Decode rows are sorted by length and cut into groups of similar length
@@ -74,7 +77,7 @@ class _Plan:
         self.groups: list = [decode_group(meta, ids)
                              for ids in split_by_length(decode_ids, num_blocks, group_cost)]
         if prefill_ids:
-            self.groups.append(_PrefillGroup(meta, prefill_ids))
+            self.groups.append(PrefillGroup(meta, prefill_ids))
         rows = [r for g in self.groups for r in g.row_list]     # the groups' rows, end to end
         self.row_order = None                   # None: that is already the flat order
         if rows != list(range(len(rows))):      # the inverse permutation of `rows`
@@ -126,22 +129,25 @@ def _block_ids(meta: AttentionMetadata, seq_ids: list[int], num_blocks: int) -> 
     return meta.block_tables[seq_ids, :num_blocks].long().reshape(-1)
 
 
-class _MaskedGroup:
+class MaskedGroup:
     """What every group shares: `hidden` [G, 1, q, L], True where a query must not see a
     key, turned into an additive mask (0 visible, -inf hidden) once per dtype — every
     layer of the step reuses it."""
 
     hidden: torch.Tensor
 
+    def __init__(self, hidden: torch.Tensor):
+        self.hidden = hidden
+        self.masks: dict[torch.dtype, torch.Tensor] = {}
+
     def mask(self, dtype: torch.dtype) -> torch.Tensor:
-        masks = self.__dict__.setdefault("_masks", {})
-        if dtype not in masks:
+        if dtype not in self.masks:
             zeros = torch.zeros(self.hidden.shape, dtype=dtype, device=self.hidden.device)
-            masks[dtype] = zeros.masked_fill(self.hidden, float("-inf"))
-        return masks[dtype]
+            self.masks[dtype] = zeros.masked_fill(self.hidden, float("-inf"))
+        return self.masks[dtype]
 
 
-class _DecodeGroup(_MaskedGroup):
+class DecodeGroup(MaskedGroup):
     """G sequences with one query each (see the module docstring)."""
 
     def __init__(self, meta: AttentionMetadata, seq_ids: list[int]):
@@ -161,7 +167,7 @@ class _DecodeGroup(_MaskedGroup):
         # keys at position >= seq_len (the tail of the last block, or padding blocks)
         # must get no weight: add -inf to their scores
         pos = torch.arange(num_blocks * bs, device=device)
-        self.hidden = (pos[None, :] >= lens[:, None])[:, None, None, :]   # [G, 1, 1, L]
+        super().__init__((pos[None, :] >= lens[:, None])[:, None, None, :])   # [G, 1, 1, L]
 
     def queries(self, q: torch.Tensor) -> torch.Tensor:
         """This group's rows of the step's queries q [T, Hq, D] → [G, Hq, D]."""
@@ -172,7 +178,7 @@ class _DecodeGroup(_MaskedGroup):
         return _attend_decode(self.queries(q), k_cache, v_cache, self, scale)
 
 
-def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> torch.Tensor:
+def _attend_decode(q, k_cache, v_cache, group: DecodeGroup, scale: float) -> torch.Tensor:
     """q [G, Hq, D], one query per sequence → [G, Hq, D]."""
     G, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[2]
@@ -185,7 +191,7 @@ def _attend_decode(q, k_cache, v_cache, group: _DecodeGroup, scale: float) -> to
     return o.reshape(G, num_heads, head_dim)
 
 
-class _PrefillGroup(_MaskedGroup):
+class PrefillGroup(MaskedGroup):
     """Prefill chunks (n > 1 queries each), attended as one batch padded to the longest.
 
     Keys come from whole blocks, as for decodes. The mask is causal *and* offset: a
@@ -219,7 +225,7 @@ class _PrefillGroup(_MaskedGroup):
         s = torch.tensor(s_lens, device=device)[:, None]
         n = torch.tensor(q_lens, device=device)[:, None]
         q_pos = s - n + torch.arange(max_q, device=device)[None, :]       # [G, max_q]
-        self.hidden = (pos[None, None, :] > q_pos[:, :, None])[:, None]
+        super().__init__((pos[None, None, :] > q_pos[:, :, None])[:, None])
 
     def attend(self, q, k_cache, v_cache, scale: float) -> torch.Tensor:
         """q [T, Hq, D] (the whole step) → this group's rows [rows, Hq, D]."""
@@ -236,5 +242,3 @@ class _PrefillGroup(_MaskedGroup):
             enable_gqa=True)                                         # [G, Hq, max_q, D]
         o = o.transpose(1, 2)                                        # [G, max_q, Hq, D]
         return o[self.pad_b, self.pad_i] if self.padded else o[0]   # [rows, Hq, D]
-
-

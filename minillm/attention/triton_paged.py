@@ -15,10 +15,11 @@ the very same kernel code, which is how the tests check it without a GPU.
 
 from __future__ import annotations
 
-from minillm.flat_batch import AttentionMetadata
+from minillm.attention.base import AttentionBackend
+from minillm.model.batch import AttentionMetadata
 
 
-class TritonAttention:
+class TritonAttention(AttentionBackend):
     name = "triton"
 
     def __init__(self):
@@ -27,7 +28,7 @@ class TritonAttention:
         self._decode = paged_decode_attention
         self._prefill = paged_prefill_attention
 
-    def __call__(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, scale: float):
+    def attend(self, q, k, v, k_cache, v_cache, meta: AttentionMetadata, plan, scale: float):
         self._store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         if meta.all_decode:                  # T == B: one query row per sequence
             return self._decode(q, k_cache, v_cache, meta.block_tables, meta.seq_lens, scale)

@@ -28,7 +28,7 @@ that is already free is a bug and raises at once.
 from __future__ import annotations
 
 from minillm.kv_cache.allocator import BlockAllocator, cdiv, slot_of
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 class KVCacheManager:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minillm.kv_cache.allocator import BlockAllocator
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 def hash_block(parent: int | None, block_tokens: list[int]) -> int:

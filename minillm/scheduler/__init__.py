@@ -18,43 +18,40 @@ take a `Scheduler` subclass directly (the exercises plug in that way).
 import inspect
 
 from minillm.scheduler.base import (PREEMPTION_MODES, ScheduledSequence, Scheduler,
-                                    SchedulerConfig, SchedulerOutput, scheduled_row)
+                                    SchedulerOutput, scheduled_row)
 from minillm.scheduler.continuous import ContinuousScheduler
 from minillm.scheduler.policies import POLICIES
 from minillm.scheduler.static import StaticScheduler
 from minillm.scheduler.variants import PagedStaticScheduler, ReservingContinuousScheduler
 
+# One registry. Lesson 05's 2×2 grid (batching in time × KV memory in space) names
+# each scheduler by its corner; "continuous" and "static" are the everyday names.
 SCHEDULERS = {
-    "continuous": ContinuousScheduler,
-    "static": StaticScheduler,
-    "continuous+contiguous": ReservingContinuousScheduler,
-    "static+paged": PagedStaticScheduler,
-}
-
-# batching (time) × KV memory (space): the four corners lesson 05 compares
-VARIANTS = {
+    "continuous": ContinuousScheduler,             # = continuous+paged
+    "static": StaticScheduler,                     # = static+contiguous
+    "continuous+paged": ContinuousScheduler,
     "static+contiguous": StaticScheduler,
     "continuous+contiguous": ReservingContinuousScheduler,
     "static+paged": PagedStaticScheduler,
-    "continuous+paged": ContinuousScheduler,
 }
+# the four corners, by their 2×2 names (what lesson 05 compares)
+VARIANTS = {name: cls for name, cls in SCHEDULERS.items() if "+" in name}
 
 
 def resolve_scheduler(scheduling) -> type[Scheduler]:
-    """A name of `SCHEDULERS` or `VARIANTS`, or your own `Scheduler` subclass → the class."""
+    """A name in `SCHEDULERS`, or your own `Scheduler` subclass → the class."""
     if isinstance(scheduling, type) and issubclass(scheduling, Scheduler):
         if inspect.isabstract(scheduling):
             raise ValueError(f"scheduling={scheduling.__name__} is abstract (it has no "
                              "schedule()): pass a subclass that implements it, or a name")
         return scheduling
-    names = {**SCHEDULERS, **VARIANTS}
-    if not isinstance(scheduling, str) or scheduling not in names:
-        raise ValueError(f"scheduling must be one of {tuple(names)} or a Scheduler "
+    if not isinstance(scheduling, str) or scheduling not in SCHEDULERS:
+        raise ValueError(f"scheduling must be one of {tuple(SCHEDULERS)} or a Scheduler "
                          f"subclass, got {scheduling!r}")
-    return names[scheduling]
+    return SCHEDULERS[scheduling]
 
 
 __all__ = ["POLICIES", "PREEMPTION_MODES", "SCHEDULERS", "VARIANTS", "ContinuousScheduler",
            "PagedStaticScheduler", "ReservingContinuousScheduler", "ScheduledSequence",
-           "Scheduler", "SchedulerConfig", "SchedulerOutput", "StaticScheduler",
+           "Scheduler", "SchedulerOutput", "StaticScheduler",
            "resolve_scheduler", "scheduled_row"]

@@ -27,34 +27,17 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from minillm.checks import check_int
+from minillm.engine.checks import InvalidValue
 from minillm.kv_cache import KVCacheManager, cdiv
 from minillm.scheduler.policies import resolve_policy
-from minillm.sequence import Sequence, SequenceStatus
+from minillm.engine.sequence import Sequence, SequenceStatus
+
+if TYPE_CHECKING:
+    from minillm.config import EngineConfig
 
 PREEMPTION_MODES = ("recompute", "swap")
-
-
-@dataclass
-class SchedulerConfig:
-    max_num_seqs: int = 16             # batch slots: sequences in one step at most
-    max_num_batched_tokens: int = 2048  # token budget: tokens in one forward at most
-    max_model_len: int = 2048          # longest sequence (prompt + output) allowed
-    enable_chunked_prefill: bool = False
-    policy: str = "fcfs"
-    aging_rate: float = 0.0            # priority points gained per second of waiting
-    preemption_mode: str = "recompute"  # or "swap": park the victim's K/V in swap space
-
-    def __post_init__(self) -> None:
-        for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            setattr(self, name, check_int(name, getattr(self, name), 1))
-        resolve_policy(self.policy)
-        if self.preemption_mode not in PREEMPTION_MODES:
-            raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, "
-                             f"got {self.preemption_mode!r}")
-        if self.aging_rate < 0:
-            raise ValueError(f"aging_rate must be >= 0, got {self.aging_rate}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +90,13 @@ class Scheduler(abc.ABC):
     name = "base"
     kv_layout = "paged"          # or "contiguous": one reservation per request at admission
 
-    def __init__(self, config: SchedulerConfig, kv: KVCacheManager):
+    def __init__(self, config: "EngineConfig", kv: KVCacheManager):
+        """`config`: the engine's knobs, complete (`EngineConfig.for_model`); a scheduler
+        reads its limits (max_num_seqs, max_num_batched_tokens, max_model_len), policy,
+        aging_rate, enable_chunked_prefill and preemption_mode."""
+        if config.max_model_len is None or config.max_num_batched_tokens is None:
+            raise ValueError("a scheduler needs max_model_len and max_num_batched_tokens: give "
+                             "them to EngineConfig, or complete it with config.for_model(...)")
         self.config = config
         self.kv = kv
         self._order = resolve_policy(config.policy)      # the policy's key function
@@ -120,22 +109,23 @@ class Scheduler(abc.ABC):
         """Reject a request that could never be served, instead of letting it wait forever."""
         cfg = self.config
         if seq.num_prompt_tokens >= cfg.max_model_len:
-            raise ValueError(
+            raise InvalidValue(
                 f"prompt has {seq.num_prompt_tokens} tokens but max_model_len is "
-                f"{cfg.max_model_len}: shorten the prompt or raise max_model_len")
+                f"{cfg.max_model_len}: shorten the prompt or raise max_model_len", "prompt",
+                code="context_length_exceeded")
         needed = self.worst_case_blocks(seq)
         if needed > self.kv.num_blocks:
-            raise ValueError(
+            raise InvalidValue(
                 f"this request needs up to {needed} KV blocks "
                 f"({seq.num_prompt_tokens} prompt + {seq.params.max_tokens} max_tokens, "
                 f"block_size {self.kv.block_size}) but the whole cache has "
                 f"{self.kv.num_blocks}: lower max_tokens, shorten the prompt, or raise "
-                f"num_kv_blocks")
+                f"num_kv_blocks", "max_tokens")
         if not cfg.enable_chunked_prefill and seq.num_prompt_tokens > cfg.max_num_batched_tokens:
-            raise ValueError(
+            raise InvalidValue(
                 f"prompt has {seq.num_prompt_tokens} tokens but max_num_batched_tokens is "
                 f"{cfg.max_num_batched_tokens} and chunked prefill is off: raise "
-                f"max_num_batched_tokens or set enable_chunked_prefill=True")
+                f"max_num_batched_tokens or set enable_chunked_prefill=True", "prompt")
 
     def worst_case_blocks(self, seq: Sequence) -> int:
         """KV blocks `seq` can ever need: its worst case, rounded up to whole blocks."""

@@ -31,7 +31,7 @@ long prompt never stops the decoders — it only shares the step with them.
 from __future__ import annotations
 
 from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
-from minillm.sequence import Sequence, SequenceStatus
+from minillm.engine.sequence import Sequence, SequenceStatus
 
 
 class ContinuousScheduler(Scheduler):

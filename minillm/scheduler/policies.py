@@ -21,7 +21,7 @@ simulator also take such a function directly (lesson 09's exercise plugs in that
 
 from __future__ import annotations
 
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 
 def waited(seq: Sequence, now: float) -> float:

@@ -8,7 +8,7 @@
     GET  /minillm/requests      per-request timings of recent requests (minillm only)
 
 Both POST routes stream with `"stream": true` (server-sent events, responses.py). A
-handler never calls the engine: it checks the request (protocol.py, prompts.py), hands
+handler never calls the engine: it checks the request (protocol.py, prompt_builder.py), hands
 it to the engine loop (`AsyncEngine.add_request`), and relays what comes back. If the
 client disconnects — mid-stream, or while a non-streamed answer is being generated —
 the request is aborted and its KV blocks go back to the pool before the next step.
@@ -29,9 +29,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from minillm.sampling_params import SamplingParams
 from minillm.serving.async_engine import EngineDeadError, QueueFullError, RequestFailed
-from minillm.serving.errors import APIError, error_body, from_validation_error
-from minillm.serving.protocol import (ChatCompletionRequest, CompletionRequest,
-                                      check_ranges, check_supported)
+from minillm.serving.errors import (APIError, error_body, from_engine_error,
+                                    from_validation_error)
+from minillm.serving.protocol import ChatCompletionRequest, CompletionRequest, check_supported
 from minillm.serving.responses import DONE, ResponseShape, sse, text_delta
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -120,7 +120,6 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
                            f"serves {model_name!r} (see GET /v1/models)", param="model",
                            code="model_not_found")
         check_supported(parsed)
-        check_ranges(parsed, prompts.vocab_size)
         return parsed
 
     @app.post("/v1/completions", dependencies=[Depends(require_key)])
@@ -136,7 +135,11 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         return await serve(request, body, prompts.for_chat(body), True, received)
 
     async def serve(request, body, prompt, chat: bool, received: float):
-        params = sampling_params(body, prompt.max_tokens)
+        prompt_field = "messages" if chat else "prompt"
+        try:
+            params = sampling_params(body, prompt.max_tokens)
+        except (ValueError, TypeError) as error:
+            raise from_engine_error(error, prompt_field) from None
         request_id = uuid.uuid4().hex[:16]
         shape = ResponseShape(chat, request_id, model_name, int(time.time()), prompt.token_ids,
                               body.return_token_ids,
@@ -152,7 +155,7 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         except EngineDeadError as error:
             raise APIError(503, str(error), code="unavailable") from None
         except (ValueError, TypeError) as error:          # the engine refused it
-            raise APIError(400, str(error)) from None
+            raise from_engine_error(error, prompt_field) from None
         if body.stream:
             return EngineStreamResponse(stream_events(stream, shape), stream)
         return await full_answer(request, stream, shape)
@@ -161,15 +164,13 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
 
 
 def sampling_params(body, max_tokens: int) -> SamplingParams:
-    """The request's sampling fields → SamplingParams (OpenAI's default temperature 1)."""
-    try:
-        return SamplingParams(
-            temperature=1.0 if body.temperature is None else body.temperature,
-            top_p=1.0 if body.top_p is None else body.top_p,
-            top_k=0 if body.top_k is None else body.top_k, max_tokens=max_tokens,
-            ignore_eos=body.ignore_eos, stop_token_ids=body.stop_token_ids, seed=body.seed)
-    except (ValueError, TypeError) as error:
-        raise APIError(400, str(error)) from None
+    """The request's sampling fields → SamplingParams (OpenAI's default temperature 1),
+    which checks their values."""
+    return SamplingParams(
+        temperature=1.0 if body.temperature is None else body.temperature,
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=0 if body.top_k is None else body.top_k, max_tokens=max_tokens,
+        ignore_eos=body.ignore_eos, stop_token_ids=body.stop_token_ids, seed=body.seed)
 
 
 async def stream_events(stream, shape: ResponseShape):

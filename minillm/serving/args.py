@@ -3,23 +3,84 @@
     python -m minillm serve --model smollm2-135m --port 8000 --max-num-seqs 16 \
         --enable-chunked-prefill --max-num-batched-tokens 256 --api-key secret
 
-minillm's own knobs keep the `LLM(...)` keyword's name (`--scheduling static`,
-`--num-kv-blocks`); the queue limit borrows SGLang's `--max-queued-requests`.
+The engine's flags are not declared here: `add_engine_flags` makes one per field of
+`EngineConfig` (`minillm/config.py`), with its default, its help and, where the field
+says so, another flag name (`policy` → `--scheduling-policy`) or a list of choices.
+A help that begins with "minillm" marks a knob vLLM does not have. `python -m minillm
+generate` takes the same engine flags. The server's own flags (address, key, queue)
+are below; the queue limit borrows SGLang's `--max-queued-requests`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+from dataclasses import MISSING, fields
 
-from minillm.scheduler import SCHEDULERS
+from minillm.config import EngineConfig
+
+
+def flag_name(field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per command-line field of EngineConfig (see the module docstring)."""
+    for field in fields(EngineConfig):
+        meta = field.metadata
+        if not meta.get("cli", True):
+            continue
+        kwargs = {"dest": field.name, "help": meta["help"], "default": field.default}
+        if field.type == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _value_type(field)
+            kwargs["choices"] = _choices(meta.get("choices"))
+        parser.add_argument(flag_name(field), **kwargs)
+
+
+def _value_type(field):
+    """How the flag's text becomes the field's value."""
+    if field.name == "speculative_config":
+        return json.loads                                  # vLLM's: a JSON object
+    if field.type.startswith("int"):
+        return int
+    return float if field.type.startswith("float") else str
+
+
+def _choices(choices):
+    """A field's choices: a tuple, or the name of a registry read at parse time."""
+    if choices == "schedulers":
+        from minillm.scheduler import SCHEDULERS
+        return tuple(SCHEDULERS)
+    if choices == "executors":
+        from minillm.model.executor import executor_names
+        return executor_names()
+    return choices
+
+
+def engine_config(parser: argparse.ArgumentParser, args: argparse.Namespace) -> EngineConfig:
+    """The EngineConfig of parsed flags, checked before anything loads (seconds, not the
+    minute a model load can take); an error names the flag, not the field."""
+    from minillm.model.loader import check_model_name
+    knobs = {f.name: getattr(args, f.name) for f in fields(EngineConfig) if hasattr(args, f.name)}
+    try:
+        config = EngineConfig.from_kwargs(knobs)
+        check_model_name(args.model)
+    except (TypeError, ValueError) as error:
+        text = str(error)
+        for field in sorted(fields(EngineConfig), key=lambda f: len(f.name), reverse=True):
+            if field.name in knobs:
+                text = re.sub(rf"(?<![\w-]){field.name}(?!\w)", flag_name(field), text)
+        parser.error(text)
+    return config
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m minillm serve", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    flag = argparse.BooleanOptionalAction
     p.add_argument("--model", default="smollm2-135m", help="known name or local HF folder")
     p.add_argument("--served-model-name", default=None,
                    help="the name clients send as `model` (default: --model)")
@@ -28,24 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--api-key", default=os.environ.get("MINILLM_API_KEY"),
                    help="require 'Authorization: Bearer KEY' on /v1/* (or $MINILLM_API_KEY)")
-    # the engine (same meaning as LLM(...) and vLLM)
-    p.add_argument("--max-num-seqs", type=int, default=16)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--enable-chunked-prefill", action=flag, default=False)
-    p.add_argument("--enable-prefix-caching", action=flag, default=False)
-    p.add_argument("--scheduling-policy", choices=("fcfs", "priority"), default="fcfs")
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--scheduling", choices=tuple(SCHEDULERS), default="continuous",
-                   help="minillm: iteration-level (continuous) or request-level (static) "
-                        "batching; 'continuous+contiguous' and 'static+paged' are lesson "
-                        "05's other two corners")
-    p.add_argument("--num-kv-blocks", type=int, default=None,
-                   help="minillm: KV-cache blocks (vLLM: --num-gpu-blocks-override)")
-    p.add_argument("--attention-backend", default="auto")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None)
-    p.add_argument("--seed", type=int, default=0)
-    # the server
+    add_engine_flags(p)
     p.add_argument("--max-queued-requests", type=int, default=256,
                    help="minillm (SGLang's name): waiting requests beyond this get 503 + "
                         "Retry-After (load shedding; vLLM: --max-num-queued-reqs, which "
@@ -59,36 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """The parsed flags, with `args.engine_config` the checked EngineConfig."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("max_num_seqs", "block_size", "max_queued_requests"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.max_queued_requests < 1:
+        parser.error(f"--max-queued-requests must be >= 1, got {args.max_queued_requests}")
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be in 0..65535, got {args.port}")
     if args.api_key == "":
         parser.error("--api-key is empty: give a key, or leave the flag out")
     args.served_model_name = args.served_model_name or str(args.model)
-    check_engine_flags(parser, args)
+    args.engine_config = engine_config(parser, args)
     return args
-
-
-# LLM(...) keyword -> the flag that sets it, where the two names differ
-FLAG_OF_FIELD = {"policy": "--scheduling-policy"}
-
-
-def check_engine_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Check the engine's flags and the model name before anything loads (seconds, not
-    the minute a model load can take); the message names the flag, not the keyword."""
-    from minillm.config import EngineConfig
-    from minillm.model_loader import check_model_name
-    from minillm.serving.engine_factory import engine_kwargs
-    try:
-        EngineConfig.from_kwargs(engine_kwargs(args))
-        check_model_name(args.model)
-    except (TypeError, ValueError) as error:
-        text = str(error)
-        for field in sorted(engine_kwargs(args), key=len, reverse=True):
-            flag = FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
-            text = re.sub(rf"(?<![\w-]){field}(?!\w)", flag, text)
-        parser.error(text)

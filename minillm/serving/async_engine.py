@@ -52,7 +52,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 
-from minillm.serving.engine_factory import EngineStats, engine_stats
+from minillm.outputs import EngineStats
 from minillm.serving.engine_thread import EngineThread
 from minillm.serving.request_stream import RequestStream
 
@@ -88,14 +88,13 @@ class _Admission:
 
 class AsyncEngine:
     def __init__(self, engine, *, max_queued_requests: int = 256, observer=None,
-                 stats=engine_stats, engine_thread: EngineThread | None = None):
+                 engine_thread: EngineThread | None = None):
         self.engine = engine
         # give it the thread that built `engine`, as cli.build_server does (engine_thread.py)
         self.engine_thread = engine_thread or EngineThread()
         self.max_queued_requests = max_queued_requests
         self.observer = observer              # metrics.ServerMetrics, or None
-        self._read_stats = stats
-        self.stats: EngineStats = stats(engine)
+        self.stats: EngineStats = engine.stats()    # refreshed after every step
         self.num_steps = 0
         self._streams: dict[str, RequestStream] = {}
         self._admissions: list[_Admission] = []
@@ -162,7 +161,7 @@ class AsyncEngine:
         """Fail what is still in flight, let the current step finish, stop the loop."""
         self._closing = True
         for request_id, stream in list(self._streams.items()):
-            stream._fail(RequestFailed("the server is shutting down"))
+            stream.fail(RequestFailed("the server is shutting down"))
             self.abort(request_id)
         for admission in self._admissions:
             if not admission.future.done():
@@ -189,7 +188,7 @@ class AsyncEngine:
             self._dead = error
             log.exception("the engine loop stopped")
             for stream in self._streams.values():
-                stream._fail(EngineDeadError(f"the engine loop stopped: {error!r}"))
+                stream.fail(EngineDeadError(f"the engine loop stopped: {error!r}"))
             raise
         finally:
             self.engine_thread.close()                 # a step still running finishes
@@ -205,7 +204,7 @@ class AsyncEngine:
         self._refresh_stats()                  # blocks came back even if no step follows
 
     def _refresh_stats(self) -> None:
-        self.stats = self._read_stats(self.engine)
+        self.stats = self.engine.stats()
         if self.observer:
             self.observer.on_step(self.stats)
 
@@ -235,7 +234,7 @@ class AsyncEngine:
 
     def _step_in_thread(self):
         outputs = self.engine.step()
-        return outputs, self._read_stats(self.engine)
+        return outputs, self.engine.stats()
 
     async def _step(self) -> None:
         try:
@@ -262,11 +261,11 @@ class AsyncEngine:
             return
         if output.finished:
             del self._streams[output.request_id]
-        stream._put(output)
+        stream.put(output)
 
     def _fail_everyone_in_the_engine(self, error: Exception) -> None:
         for request_id, stream in list(self._streams.items()):
-            stream._fail(RequestFailed(f"the engine step failed ({type(error).__name__}: "
+            stream.fail(RequestFailed(f"the engine step failed ({type(error).__name__}: "
                                        f"{error}); this request was aborted"))
             self.engine.abort_request(request_id)
         self._streams.clear()

@@ -66,20 +66,20 @@ def serving_class():
 
 def build_server(args):
     """(FastAPI app, AsyncEngine) for parsed arguments; the engine loop starts with the app."""
+    from minillm.llm import load_engine
     from minillm.serving.api_server import build_app
     from minillm.serving.async_engine import AsyncEngine
-    from minillm.serving.engine_factory import make_engine
     from minillm.serving.engine_thread import EngineThread
     from minillm.serving.metrics import ServerMetrics
-    from minillm.serving.prompts import PromptBuilder
+    from minillm.serving.prompt_builder import PromptBuilder
 
     thread = EngineThread()                  # every tensor operation runs there: see its file
-    engine, tokenizer, config = thread.call(make_engine, args)
+    engine = thread.call(load_engine, args.model, args.engine_config)
     thread.call(warm_up, engine)
     metrics = ServerMetrics(args.served_model_name)
     loop = AsyncEngine(engine, max_queued_requests=args.max_queued_requests, observer=metrics,
                        engine_thread=thread)
-    prompts = PromptBuilder(tokenizer, config["max_model_len"], engine.vocab_size)
+    prompts = PromptBuilder(engine.tokenizer, engine.engine_config.max_model_len)
     app = build_app(loop, prompts, metrics, model_name=args.served_model_name,
                     api_key=args.api_key)
     return app, loop

@@ -6,8 +6,14 @@
 
 Status codes: 400 bad value or malformed request, 401 missing/wrong API key, 404 unknown
 model or path, 413 body too large, 422 a feature minillm does not implement, 503 queue
-full (with Retry-After) or shutting down. A refused request never reaches the engine,
-so it cannot disturb anybody else's.
+full (with Retry-After) or shutting down. A refused request never runs a step, so it
+cannot disturb anybody else's.
+
+Who checks what, once: the HTTP layer checks the request's shape (`protocol.py`: types,
+unknown and unimplemented fields); `SamplingParams` checks the sampling values and the
+engine checks tokens and lengths (`minillm/engine/`). Their errors carry the parameter
+they refused (`InvalidValue.param`), which `from_engine_error` turns into the request's
+field name.
 """
 
 from __future__ import annotations
@@ -52,3 +58,17 @@ def from_validation_error(error, model_cls) -> APIError:
         return APIError(400, f"{param} is required", param=param, code="missing_field")
     got = first.get("input")
     return APIError(400, f"{param}: {first['msg'].lower()}, got {got!r}", param=param)
+
+
+# the engine's name of a parameter → the request field that carries it
+REQUEST_FIELDS = {"prompt_token_ids": "prompt"}
+
+
+def from_engine_error(error: Exception, prompt_field: str = "prompt") -> APIError:
+    """A ValueError/TypeError from SamplingParams or the engine → a 400 naming the field
+    (`prompt_field`: "messages" for a chat request)."""
+    param = getattr(error, "param", None)
+    if param is not None:
+        param = REQUEST_FIELDS.get(param.split("[")[0], param.split("[")[0])
+        param = prompt_field if param == "prompt" else param
+    return APIError(400, str(error), param=param, code=getattr(error, "code", None))

@@ -3,7 +3,9 @@
 A benchmark client or SDK sends more fields than it needs (`n: 1`, `logprobs: null`,
 `repetition_penalty: 1.0`, ...). The rule here:
 
-* a field minillm implements is checked for type and range (400, `param` names it);
+* a field minillm implements is checked for its type here (400, `param` names it), and
+  for its range where the engine takes it (`SamplingParams`, the engine's prompt
+  checks: `errors.from_engine_error` names the field);
 * a field minillm does not implement is accepted at its neutral value (`n: 1`,
   `stop: null`, `presence_penalty: 0`) and refused otherwise (422, says what to send);
 * a field nobody defined is refused (400): a typo such as `max_token` must not be
@@ -122,26 +124,3 @@ def check_supported(request: SamplingRequest) -> None:
         raise APIError(422, "stream_options.continuous_usage_stats is not supported: "
                        "use include_usage", param="stream_options.continuous_usage_stats",
                        code="unsupported_value")
-
-
-def check_ranges(request: SamplingRequest, vocab_size: int) -> None:
-    """400 for values out of range, naming the field and the allowed range."""
-    def bad(param, message):
-        raise APIError(400, f"{param} {message}", param=param)
-
-    for name in ("max_tokens", "max_completion_tokens"):
-        value = getattr(request, name, None)
-        if value is not None and value < 1:
-            bad(name, f"must be >= 1, got {value}")
-    t = request.temperature
-    if t is not None and not 0.0 <= t <= 100.0:
-        bad("temperature", f"must be in [0, 100] (0 = greedy), got {t}")
-    if request.top_p is not None and not 0.0 < request.top_p <= 1.0:
-        bad("top_p", f"must be in (0, 1], got {request.top_p}")
-    if request.top_k is not None and request.top_k < -1:
-        bad("top_k", f"must be >= 1, or 0 / -1 to disable it; got {request.top_k}")
-    if request.seed is not None and not 0 <= request.seed < 2 ** 63:
-        bad("seed", f"must be in [0, 2**63), got {request.seed}")
-    for token_id in request.stop_token_ids or []:
-        if not 0 <= token_id < vocab_size:
-            bad("stop_token_ids", f"entries must be in [0, {vocab_size}), got {token_id}")

@@ -1,6 +1,6 @@
 """One request's end of the bridge between the engine loop and its HTTP handler.
 
-The engine loop `_put`s each new `RequestOutput` of the request (cumulative: the whole
+The engine loop `put`s each new `RequestOutput` of the request (cumulative: the whole
 output so far); the handler iterates the stream and gets the newest one each time it
 changed. Keeping only the newest — not a queue — is lossless because outputs are
 cumulative, and it bounds memory per request however slowly the client reads: a slow
@@ -29,11 +29,14 @@ class RequestStream:
         self._error: Exception | None = None
         self._ready = asyncio.Event()
 
-    def _put(self, output) -> None:
+    def put(self, output) -> None:
+        """The engine loop's side: the request's newest output (cumulative)."""
         self._latest = output
         self._ready.set()
 
-    def _fail(self, error: Exception) -> None:
+    def fail(self, error: Exception) -> None:
+        """The engine loop's side: the request will get no more outputs; the reader
+        gets `error` instead."""
         self._error = error
         self._ready.set()
 

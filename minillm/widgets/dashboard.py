@@ -40,7 +40,7 @@ class Sample:
 class ServerDashboard:
     def __init__(self, base_url: str, interval: float = 0.5, idle_stop: float = 4.0,
                  window: float = 90.0, fetch=None, send_burst=None):
-        from minillm.bench.serve.scrape import scrape
+        from benchmarks.serve.scrape import scrape
         self.base_url = base_url
         self.interval, self.idle_stop, self.window = interval, idle_stop, window
         self._fetch = fetch or (lambda: scrape(base_url))
@@ -137,7 +137,7 @@ class ServerDashboard:
     def _default_burst(self, n: int) -> None:
         import asyncio
 
-        from minillm.bench.serve.load import run_load
+        from benchmarks.serve.load import run_load
         body = {"prompt": BURST_PROMPT, "max_tokens": 48, "temperature": 0.0,
                 "ignore_eos": True, "stream": True}
         asyncio.run(run_load(self.base_url, [body] * n, [0.0] * n, run_timeout=300))

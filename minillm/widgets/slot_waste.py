@@ -18,7 +18,7 @@ end-to-end and first-token latency P50 / P99.
 Controls: slots (`max_num_seqs`), number of requests, output-length distribution
 (kind, median, spread), arrivals (all at once, or Poisson at a rate), and which
 policy to show (static, continuous, or both side by side). Every change re-runs the
-workload through the *real* schedulers on the simulated runner (`minillm.simulate`):
+workload through the *real* schedulers on the simulated runner (`minillm.sim.simulate`):
 times are simulated seconds from the cost model, token counts and slot decisions are
 exactly what the engine would do.
 """
@@ -29,13 +29,13 @@ import time
 
 import numpy as np
 
-from minillm.simulate import simulate
-from minillm.trace import Trace
+from minillm.sim.simulate import simulate
+from minillm.engine.trace import Trace
 from minillm.widgets.base import CourseWidget, html_table
 from minillm.widgets.draw import draw_slot_grids
 from minillm.widgets.layout import slot_numbers
 from minillm.widgets.style import figure_png
-from minillm.workload import SEED_OUTPUT_LENS, LengthDist, RequestSpec, arrival_times
+from minillm.sim.workload import SEED_OUTPUT_LENS, LengthDist, RequestSpec, arrival_times
 
 DISTRIBUTIONS = ("seed lengths", "fixed", "uniform", "lognormal", "pareto")
 POLICIES = ("static vs continuous", "static", "continuous")

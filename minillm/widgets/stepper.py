@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from minillm.trace import Trace
+from minillm.engine.trace import Trace
 from minillm.widgets.base import CourseWidget
 from minillm.widgets.draw import (OWNER_COLORS, STATE_COLORS, STATE_LABELS, block_image,
                                   draw_slot_grid)

@@ -71,7 +71,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def model_dir() -> Path:
     """The Hugging Face folder minillm converted (what vLLM loads), made if missing."""
-    from minillm.bench.serve.workload import model_folder
+    from benchmarks.serve.workload import model_folder
     return model_folder("smollm2-135m")
 
 
@@ -94,7 +94,7 @@ def say(message: str) -> None:
 
 
 def vllm_row(python: str) -> Check:
-    from minillm.bench.peers import vllm_status
+    from benchmarks.peers import vllm_status
     reason = vllm_status(python)
     if reason:
         return Check("vLLM virtualenv", False, reason)

@@ -12,7 +12,7 @@ SmolLM2-135M in fp32 with greedy sampling. For each, the answers must agree on:
 * **usage** — the same prompt, completion and total token counts;
 * **text** — the same greedy text, and a stream's pieces add up to the non-streamed text.
 
-Then the course's load generator (`python -m minillm.bench serve --base-url URL`)
+Then the course's load generator (`python -m benchmarks serve --base-url URL`)
 drives each server with the same few requests, and the two summaries are printed side
 by side: every request must complete on both, with the same token totals.
 """
@@ -112,7 +112,7 @@ def payloads(answer: dict) -> list[dict]:
 
 def text_of(answer: dict) -> str | None:
     """The generated text: a choice's text or message, or a stream's pieces joined."""
-    from minillm.bench.serve.client import chunk_text
+    from benchmarks.serve.client import chunk_text
     if "chunks" in answer:
         return "".join(chunk_text(c) for c in answer["chunks"])
     choices = answer["body"].get("choices") or [{}]
@@ -219,9 +219,9 @@ SIDE_BY_SIDE = ("completed", "failed", "total_input_tokens", "total_output_token
 
 
 def load_run(base_url: str, endpoint: str, out: Path) -> dict:
-    """`python -m minillm.bench serve --base-url URL ...` as a learner runs it; its summary."""
+    """`python -m benchmarks serve --base-url URL ...` as a learner runs it; its summary."""
     out.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "minillm.bench", "serve", "--base-url", base_url,
+    command = [sys.executable, "-m", "benchmarks", "serve", "--base-url", base_url,
                "--model", MODEL_NAME, "--endpoint", endpoint, *LOAD_FLAGS, "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     (out / "stdout.txt").write_text(done.stdout + done.stderr)

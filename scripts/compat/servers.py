@@ -26,7 +26,7 @@ SHARED_FLAGS = ("--max-num-seqs", "4", "--block-size", "32", "--max-model-len", 
 
 
 def vllm_env(threads: int | None = None) -> dict:
-    """vLLM's CPU settings from minillm/PERFORMANCE.md: every core for the model (not
+    """vLLM's CPU settings from docs/performance.md: every core for the model (not
     one kept for the scheduler), 2 GiB of KV cache, no model hub."""
     threads = threads or os.cpu_count() or 1
     env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=f"0-{threads - 1}",

@@ -25,9 +25,9 @@ from captured_steps import decode_batches, median_ms                 # this fold
 from minillm import LLM
 from minillm.attention import SparseAttention, TorchAttention
 from minillm.attention.sparse_paged import _SparseDecodeGroup
-from minillm.bench import ab
-from minillm.cpu_malloc import keep_freed_memory
-from minillm.flat_batch import build_attention_metadata
+from benchmarks import ab
+from minillm_cpu.malloc import keep_freed_memory
+from minillm.model.batch import build_attention_metadata
 
 BS, HKV, HQ, D, POOL = 16, 3, 9, 64, 3000
 DTYPE = torch.bfloat16

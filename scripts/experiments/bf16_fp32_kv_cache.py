@@ -11,7 +11,7 @@ import torch
 
 import minillm.attention.sparse_paged as sparse_paged
 from minillm import LLM, SamplingParams
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks.peers import peer_output_lengths, peer_prompts
 from minillm.kv_cache.tensors import allocate_kv_cache
 
 

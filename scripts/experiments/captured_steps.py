@@ -6,7 +6,7 @@ step the engine ran (same positions, block tables, KV cache contents): `replay`.
 import time
 
 from minillm import SamplingParams
-import minillm.model_runner as model_runner
+import minillm.model.model_runner as model_runner
 
 
 def _recording():

@@ -1,4 +1,4 @@
-"""Issue 18, tried and not kept (minillm/PERFORMANCE.md). Run:
+"""Issue 18, tried and not kept (docs/performance.md). Run:
     .venv/bin/python scripts/experiments/compiled_decoder_stack.py [float32|bfloat16] [MODE]
 
 All 30 decoder layers under one `torch.compile` (inductor, dynamic shapes), so inductor
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from captured_steps import decode_batches, median_ms      # this folder
 from minillm import LLM
-from minillm.packed_linear import Linear, linear
+from minillm_cpu.packed_linear import Linear, linear
 
 MODES = ("opaque", "frozen", "frozen-python")
 dtype_name = sys.argv[1] if len(sys.argv) > 1 else "float32"

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from captured_steps import decode_batches                          # this folder
 from minillm import LLM
-from minillm.packed_linear import linear
+from minillm_cpu.packed_linear import linear
 
 
 def make_regions(eps: float, num_heads: int, num_kv_heads: int):

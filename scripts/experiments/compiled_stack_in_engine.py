@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 from captured_steps import decode_batches                          # this folder
 from peer_step_kinds import KINDS                                  # this folder
-import minillm.model as model_module
-import minillm.packed_linear as packed_linear
+import minillm.model.llama as model_module
+import minillm_cpu.packed_linear as packed_linear
 from minillm import LLM, SamplingParams
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks.peers import peer_output_lengths, peer_prompts
 
 COMMIT = "71d39b9"
 

@@ -14,7 +14,7 @@ import torch
 from captured_steps import decode_batches, median_ms, prompt_beside_decodes, replay  # this folder
 from minillm import LLM
 from minillm.attention import make_attention_backend
-from minillm.bench import ab
+from benchmarks import ab
 
 
 def main(dtype: str, rounds: int) -> None:

@@ -19,9 +19,9 @@ import torch
 
 from captured_steps import decode_batches, median_ms, replay            # this folder
 from minillm import LLM
-import minillm.model as model_module
-from minillm.cpu_kernels import CpuKernels
-from minillm.packed_linear import Linear
+import minillm.model.llama as model_module
+from minillm_cpu.kernels import CpuKernels
+from minillm_cpu.packed_linear import Linear
 
 PARTS = {"matmuls (120 Linear)": (Linear, "forward"),
          "lm_head": (model_module, "linear"),

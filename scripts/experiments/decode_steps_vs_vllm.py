@@ -13,10 +13,10 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from minillm.bench.ab import alternate, median
-from minillm.bench.common import Bench, BenchConfig, kv_blocks_for, warm_up
-from minillm.bench.peers import FULL_PEERS, VllmWorker, _model_dir, peer_prompts, run_minillm
-from minillm.workload import RequestSpec
+from benchmarks.ab import alternate, median
+from benchmarks.common import Bench, BenchConfig, kv_blocks_for, warm_up
+from benchmarks.peers import FULL_PEERS, VllmWorker, _model_dir, peer_prompts, run_minillm
+from minillm.sim.workload import RequestSpec
 
 PROMPT_LEN, EXTRA_STEPS, BATCHES, ROUNDS = 36, 64, (1, 4, 16), 3
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from minillm.attention import SparseAttention, TorchAttention
-from minillm.flat_batch import build_attention_metadata
+from minillm.model.batch import build_attention_metadata
 
 BS, HQ, HKV, D, POOL = 16, 9, 3, 64, 400
 

@@ -1,4 +1,4 @@
-"""Issue 18, tried and not kept (minillm/PERFORMANCE.md). Run: .venv/bin/python scripts/experiments/flex_paged_attention.py
+"""Issue 18, tried and not kept (docs/performance.md). Run: .venv/bin/python scripts/experiments/flex_paged_attention.py
 
 Paged decode with FlexAttention reading KV blocks in place: all decodes as one batch-1
 problem, one query row per sequence, K/V = the whole physical cache; the BlockMask lists

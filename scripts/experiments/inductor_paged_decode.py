@@ -1,4 +1,4 @@
-"""Issue 18, tried and not kept (minillm/PERFORMANCE.md). Run:
+"""Issue 18, tried and not kept (docs/performance.md). Run:
     .venv/bin/python scripts/experiments/inductor_paged_decode.py [float32|bfloat16]
 
 Paged decode attention written as plain tensor ops that index the KV cache by slot

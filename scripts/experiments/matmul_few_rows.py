@@ -1,5 +1,5 @@
-"""Issue 18, change 13 in minillm/PERFORMANCE.md: minillm's few-rows fp32 matmul
-(`minillm/cpu_kernels/matmul.cpp`) against the library kernels, by row count. Run:
+"""Issue 18, change 13 in docs/performance.md: minillm's few-rows fp32 matmul
+(`minillm_cpu/matmul.cpp`) against the library kernels, by row count. Run:
     .venv/bin/python scripts/experiments/matmul_few_rows.py [ROWS ...]
     .venv/bin/python scripts/experiments/matmul_few_rows.py --distances
 
@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from matmul_rows import layer_weights, median_step_ms, packed_call          # this folder
-from minillm import cpu_kernels
-from minillm.cpu_kernels.build import FLAGS, SOURCE_DIR, find_compiler
+from minillm_cpu import kernels as cpu_kernels
+from minillm_cpu.build import FLAGS, SOURCE_DIR, find_compiler
 
 ROWS = (1, 2, 4, 8, 16)
 VOCAB, HIDDEN = 49152, 576

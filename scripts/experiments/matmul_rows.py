@@ -1,4 +1,4 @@
-"""Issue 18, change 5 in minillm/PERFORMANCE.md. Run:
+"""Issue 18, change 5 in docs/performance.md. Run:
     .venv/bin/python scripts/experiments/matmul_rows.py [ROWS ...]
 
 The 120 layer matmuls of one SmolLM2-135M step (random weights of its shapes: fused QKV
@@ -28,7 +28,7 @@ def layer_weights(dtype) -> list[torch.Tensor]:
 
 
 def packed_call(weights):
-    """minillm's packed oneDNN call (`minillm/packed_linear.py`) as call(j, x)."""
+    """minillm's packed oneDNN call (`minillm_cpu/packed_linear.py`) as call(j, x)."""
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w in weights]
     return lambda j, x: torch.ops.mkldnn._linear_pointwise(x, packed[j], None, "none", [], "")
 

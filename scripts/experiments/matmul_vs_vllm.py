@@ -1,10 +1,10 @@
-"""Issue 18: are vLLM's CPU matmuls faster than minillm's? (minillm/PERFORMANCE.md)
+"""Issue 18: are vLLM's CPU matmuls faster than minillm's? (docs/performance.md)
 Run with vLLM's virtualenv, whose torch is the same 2.13.0:
     /tmp/vllm-venv/bin/python scripts/experiments/matmul_vs_vllm.py
 
 The 120 layer matmuls of one SmolLM2-135M step (random weights, real shapes) at 1-64 rows,
 three ways alternating in one process: `F.linear`, minillm's packed oneDNN call
-(`minillm/packed_linear.py`), and vLLM's `onednn_mm` handles. Median of 9 rounds, ms.
+(`minillm_cpu/packed_linear.py`), and vLLM's `onednn_mm` handles. Median of 9 rounds, ms.
 Shapes and timer: `matmul_rows.py` (this folder; it imports only torch)."""
 import torch
 import torch.nn.functional as F

@@ -8,11 +8,11 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from minillm.bench.ab import alternate
-from minillm.bench.common import Bench, BenchConfig, kv_blocks_for, warm_up
-from minillm.bench.peers import (FULL_PEERS, VllmWorker, _model_dir, peer_output_lengths,
+from benchmarks.ab import alternate
+from benchmarks.common import Bench, BenchConfig, kv_blocks_for, warm_up
+from benchmarks.peers import (FULL_PEERS, VllmWorker, _model_dir, peer_output_lengths,
                                  peer_prompts, run_minillm)
-from minillm.workload import RequestSpec
+from minillm.sim.workload import RequestSpec
 
 
 def main(dtype: str, rounds: int, python: str) -> None:

@@ -15,8 +15,8 @@ import time
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.bench import ab
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks import ab
+from benchmarks.peers import peer_output_lengths, peer_prompts
 
 
 def thread_cpu_ticks() -> dict[int, int]:

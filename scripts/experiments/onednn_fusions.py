@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from captured_steps import median_ms                     # this folder
 from matmul_rows import layer_weights, median_step_ms
-from minillm.bench import ab
+from benchmarks import ab
 
 LAYERS, HIDDEN, INTER = 30, 576, 1536
 pack = torch.ops.mkldnn._reorder_linear_weight

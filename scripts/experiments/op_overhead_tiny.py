@@ -12,8 +12,8 @@ import torch
 from captured_steps import decode_batches, median_ms              # this folder
 from minillm import LLM
 from minillm.attention import make_attention_backend
-from minillm.packed_linear import Linear
-from minillm.tiny_llama import build_tiny_llama
+from minillm_cpu.packed_linear import Linear
+from minillm.model.tiny import build_tiny_llama
 
 
 class NoAttention:

@@ -21,8 +21,8 @@ from captured_steps import decode_batches, median_ms                 # this fold
 from minillm import LLM
 from minillm.attention import TorchAttention
 from minillm.attention.torch_paged import gather_blocks
-from minillm.bench import ab
-from minillm.bench.git_versions import load_version
+from benchmarks import ab
+from benchmarks.git_versions import load_version
 
 PAIRED = "10a3398"      # the commit that packed them (reverted by the next one)
 HKV, SHARE, D, BS, POOL = 3, 3, 64, 16, 3000

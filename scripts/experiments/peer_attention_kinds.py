@@ -13,7 +13,7 @@ import time
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks.peers import peer_output_lengths, peer_prompts
 
 
 def main(dtype: str) -> None:

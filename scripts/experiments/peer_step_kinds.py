@@ -12,7 +12,7 @@ import time
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks.peers import peer_output_lengths, peer_prompts
 
 KINDS = {"16 decodes": lambda rows, seqs: rows == seqs == 16,
          "with a prompt": lambda rows, seqs: rows > seqs,

@@ -6,7 +6,7 @@ a fixed `group_cost` (in blocks) for its extra calls, padding costs its blocks. 
 value, 40, was measured for the torch backend, whose padding is a gathered copy; in the
 sparse backend a padded block costs less, so a higher cost (fewer groups) might fit
 better. One `LLM` (the default sparse backend) runs the bench's peers workload with each
-cost in turn, alternating as the bench does (`minillm.bench.ab.alternate`); printed per
+cost in turn, alternating as the bench does (`benchmarks.ab.alternate`); printed per
 cost: wall seconds per round, and the median per-round speed against the first cost."""
 import statistics
 import sys
@@ -15,8 +15,8 @@ import time
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.bench.ab import alternate, paired_ratios
-from minillm.bench.peers import peer_output_lengths, peer_prompts
+from benchmarks.ab import alternate, paired_ratios
+from benchmarks.peers import peer_output_lengths, peer_prompts
 
 
 def main(dtype: str, rounds: int, costs: list[int]) -> None:

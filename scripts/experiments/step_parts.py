@@ -15,8 +15,8 @@ import torch
 from captured_steps import decode_batches, median_ms, replay            # this folder
 from inductor_paged_decode import NoAttention
 from minillm import LLM
-from minillm.bench import ab
-from minillm.packed_linear import Linear, linear
+from benchmarks import ab
+from minillm_cpu.packed_linear import Linear, linear
 
 
 def parts(dtype_name: str, rounds: int = 6) -> dict[str, float]:

@@ -13,8 +13,8 @@ import time
 import torch
 
 from captured_steps import decode_batches                          # this folder
-import minillm.model as model_module
-import minillm.packed_linear as packed_linear
+import minillm.model.llama as model_module
+import minillm_cpu.packed_linear as packed_linear
 from minillm import LLM
 
 

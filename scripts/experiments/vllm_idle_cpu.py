@@ -1,7 +1,7 @@
 """Issue 18: how long vLLM's processes stay busy after a run (why the bench waits).
     .venv/bin/python scripts/experiments/vllm_idle_cpu.py /tmp/vllm-venv/bin/python
 
-Starts the bench's vLLM worker (`minillm/bench/peers.py`), sends it a 2-token and a
+Starts the bench's vLLM worker (`benchmarks/peers.py`), sends it a 2-token and a
 40-token run of 16 prompts, and after each prints the CPU its whole process tree used
 in every quarter second for 6 s (100 % = one core), with `VllmWorker.run`'s own idle
 wait turned off (`wait_idle=False`)."""
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from minillm.bench.peers import VllmWorker, _model_dir, tree_cpu_seconds
+from benchmarks.peers import VllmWorker, _model_dir, tree_cpu_seconds
 
 
 def main(python: str) -> None:

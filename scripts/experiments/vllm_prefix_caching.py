@@ -1,4 +1,4 @@
-"""Does vLLM's prefix caching change the peers comparison? (minillm/PERFORMANCE.md,
+"""Does vLLM's prefix caching change the peers comparison? (docs/performance.md,
 "vLLM on this CPU"). Two steps, in two virtualenvs:
 
     .venv/bin/python scripts/experiments/vllm_prefix_caching.py dump /tmp/peers.json
@@ -22,8 +22,8 @@ from pathlib import Path
 
 
 def dump(path: str) -> None:
-    from minillm.bench.peers import peer_output_lengths, peer_prompts
-    from minillm.model_loader import load_model_and_tokenizer
+    from benchmarks.peers import peer_output_lengths, peer_prompts
+    from minillm.model.loader import load_model_and_tokenizer
     _, tokenizer = load_model_and_tokenizer("smollm2-135m")
     Path(path).write_text(json.dumps({"prompts": peer_prompts(tokenizer),
                                       "lens": peer_output_lengths()}))

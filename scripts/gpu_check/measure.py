@@ -1,6 +1,6 @@
 """The numbers: kernel bandwidth, the decode curve, continuous vs static, chunked prefill.
 
-Each part reuses the course's own benchmark code (`kernels/bench.py`, `minillm.bench`)
+Each part reuses the course's own benchmark code (`kernels/bench.py`, `benchmarks`)
 and only chooses sizes: the bench's full workloads on a GPU, its quick ones on a CPU
 (where the numbers only show that the plumbing works: the kernels then run in Triton's
 interpreter, and the engine runs the tests' tiny random Llama). Every result is a plain dict for results.json;
@@ -144,9 +144,9 @@ def make_bench(ctx, quick: bool, rounds: int):
     """
     import os
     import torch
-    from minillm.bench.common import Bench, BenchConfig
-    from minillm.device import resolve_device, resolve_dtype
-    from minillm.tiny_llama import build_tiny_llama
+    from benchmarks.common import Bench, BenchConfig
+    from minillm.model.device import resolve_device, resolve_dtype
+    from minillm.model.tiny import build_tiny_llama
     dtype = resolve_dtype(None, resolve_device(None))
     threads = min(8, os.cpu_count() or 2) if ctx.gpu else 1
     config = BenchConfig(model="smollm2-135m" if ctx.gpu else build_tiny_llama(seed=0),
@@ -164,9 +164,9 @@ def model_label(ctx) -> str:
 
 def decode_curve(ctx) -> dict:
     """Decode tokens/s at batch 1, 2, 4, ..., 64 (CPU: 1, 2, 4), beside the roofline."""
-    from minillm.bench import step_time
-    from minillm.bench.common import warm_up
-    from minillm.bench.roofline import decode_cost
+    from benchmarks import step_time
+    from benchmarks.common import warm_up
+    from benchmarks.roofline import decode_cost
     batches = (1, 2, 4, 8, 16, 32, 64) if ctx.gpu else (1, 2, 4)
     context, steps, rounds = (128, 8, 3) if ctx.gpu else (16, 3, 1)
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=rounds)
@@ -198,7 +198,7 @@ def decode_curve(ctx) -> dict:
 
 def roofs(ctx, dtype) -> tuple[dict, dict]:
     """Measured memory bandwidth and matmul FLOP/s of the device the engine runs on."""
-    from minillm.bench.roofline import measure_bandwidth, measure_matmul_flops
+    from benchmarks.roofline import measure_bandwidth, measure_matmul_flops
     if not ctx.gpu:
         return measure_bandwidth(64 << 20), measure_matmul_flops(512, dtype=dtype)
     import torch
@@ -227,13 +227,13 @@ def gpu_matmul_flops(dtype, n: int = 8192, repeats: int = 10) -> dict:
 
 
 def _spec(prompt_len: int):
-    from minillm.workload import RequestSpec
+    from minillm.sim.workload import RequestSpec
     return RequestSpec("warm", prompt_len, 1, 1)
 
 
 def throughput(ctx) -> dict:
     """Continuous vs static (and chunked) on the bench's skewed burst; the step-count ideal."""
-    from minillm.bench import throughput as experiment
+    from benchmarks import throughput as experiment
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=comparison_rounds())
     result = experiment.run(bench)
     result["model"] = model_label(ctx)
@@ -258,7 +258,7 @@ def throughput(ctx) -> dict:
 
 def chunked(ctx) -> dict:
     """P99 inter-token latency and P50 TTFT without and with chunked prefill."""
-    from minillm.bench import chunked as experiment
+    from benchmarks import chunked as experiment
     bench = make_bench(ctx, quick=not ctx.gpu, rounds=comparison_rounds())
     result = experiment.run(bench)
     result["model"] = model_label(ctx)

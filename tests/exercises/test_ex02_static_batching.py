@@ -17,7 +17,7 @@ SEED_LENS = [30, 40, 50, 60, 700, 80, 90, 100]
 
 @pytest.fixture(scope="module")
 def tiny():
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 
@@ -52,9 +52,9 @@ def test_slot_waste_seed_example(ex):
 
 def test_slot_waste_matches_the_simulator(ex):
     """Batches in arrival order, partial last batch: the same numbers as minillm's Trace."""
-    from minillm.metrics import slot_counts
-    from minillm.simulate import simulate
-    from minillm.workload import RequestSpec
+    from minillm.sim.metrics import slot_counts
+    from minillm.sim.simulate import simulate
+    from minillm.sim.workload import RequestSpec
     rng = np.random.default_rng(7)
     cases = [([5] * 6, 4), ([1, 1, 1], 1), ([9, 2, 7, 3, 3, 12, 1], 3)]
     cases += [(rng.integers(1, 60, size=int(rng.integers(1, 20))).tolist(),

@@ -10,9 +10,9 @@ import pytest
 
 from minillm import LLM, SamplingParams
 from minillm.kv_cache import KVCacheManager
-from minillm.tiny_llama import build_tiny_llama
+from minillm.model.tiny import build_tiny_llama
 from minillm.scheduler import SchedulerConfig
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 EXERCISE = "ex03_iteration_scheduler"
 MAX_STEPS = 400

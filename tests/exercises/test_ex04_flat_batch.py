@@ -1,6 +1,6 @@
 """Lesson 04 exercise: the flat batch metadata and per-sequence attention.
 
-Graded against minillm itself: `minillm/flat_batch.py::build_flat_batch` (the engine's flat batch) and
+Graded against minillm itself: `minillm/model/batch.py::build_flat_batch` (the engine's flat batch) and
 the attention backends of `minillm.attention` over a paged KV cache. Each test is one task.
 """
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from minillm.attention import TorchAttention, attend_per_sequence, write_kv
-from minillm.flat_batch import build_attention_metadata, build_flat_batch
+from minillm.model.batch import build_attention_metadata, build_flat_batch
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import SchedulerOutput, scheduled_row
-from minillm.sequence import Sequence
+from minillm.engine.sequence import Sequence
 
 EXERCISE = "ex04_flat_batch"
 BLOCK = 4
@@ -130,8 +130,8 @@ def test_attention_chunk_offsets_and_gqa(ex):
 def test_your_flat_batch_runs_the_model(ex):
     """Two steps of the tiny Llama fed with YOUR metadata give transformers' logits."""
     from minillm.kv_cache.tensors import allocate_kv_cache
-    from minillm.model import LlamaModel
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.llama import LlamaModel
+    from minillm.model.tiny import build_tiny_llama
     hf = build_tiny_llama(seed=0)
     model = LlamaModel.from_hf(hf)
     caches = allocate_kv_cache(model.num_layers, 16, BLOCK, model.num_kv_heads, model.head_dim,

@@ -77,7 +77,7 @@ def test_block_table_on_demand(ex):
 def test_slot_mapping(ex):
     from minillm.kv_cache import KVCacheManager
     from minillm.sampling_params import SamplingParams
-    from minillm.sequence import Sequence
+    from minillm.engine.sequence import Sequence
 
     alloc = ex.BlockAllocator(6)
     other = ex.BlockTable(alloc, block_size=4)

@@ -21,7 +21,7 @@ ARRIVAL_STEPS = 3            # requests 3.. arrive while the first ones decode
 
 @pytest.fixture(scope="module")
 def tiny():
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     return build_tiny_llama(seed=0)
 
 
@@ -82,7 +82,7 @@ def test_decodes_first_then_chunks(ex):
     from minillm.kv_cache import KVCacheManager
     from minillm.sampling_params import SamplingParams
     from minillm.scheduler import SchedulerConfig
-    from minillm.sequence import Sequence, SequenceStatus
+    from minillm.engine.sequence import Sequence, SequenceStatus
 
     config = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=10,
                              enable_chunked_prefill=True)

@@ -1,6 +1,6 @@
 """Lesson 08 exercise: metrics from timestamps; a configuration that meets an SLA.
 
-Part (a) is checked by hand-made examples and against `minillm.metrics` on a simulator
+Part (a) is checked by hand-made examples and against `minillm.sim.metrics` on a simulator
 Trace. Part (b) is graded by re-simulating the configuration the learner returns and
 comparing its throughput with the best one over the same grid, computed here.
 """
@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from minillm.metrics import summarize
-from minillm.sim_runner import CostModel
-from minillm.simulate import simulate
-from minillm.workload import lognormal, make_workload, preset_workload
+from minillm.sim.metrics import summarize
+from minillm.sim.sim_runner import CostModel
+from minillm.sim.simulate import simulate
+from minillm.sim.workload import lognormal, make_workload, preset_workload
 
 EXERCISE = "ex08_metrics_and_tuning"
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
-from minillm.tiny_llama import build_tiny_llama
-from minillm.sequence import Sequence
-from minillm.sim_runner import CostModel
-from minillm.simulate import add_workload, make_sim_engine, simulate
-from minillm.workload import RequestSpec, make_workload, uniform
+from minillm.model.tiny import build_tiny_llama
+from minillm.engine.sequence import Sequence
+from minillm.sim.sim_runner import CostModel
+from minillm.sim.simulate import add_workload, make_sim_engine, simulate
+from minillm.sim.workload import RequestSpec, make_workload, uniform
 
 EXERCISE = "ex09_priority_aging"
 STEP = 0.01                       # every simulated step takes exactly 10 ms

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from minillm import SamplingParams
 from minillm.kv_cache import KVCacheManager
 from minillm.kv_cache.prefix_cache import block_hashes as minillm_block_hashes
-from minillm.sequence import Sequence
-from minillm.simulate import make_sim_engine, run_to_completion
+from minillm.engine.sequence import Sequence
+from minillm.sim.simulate import make_sim_engine, run_to_completion
 
 EXERCISE = "ex10_prefix_hashing"
 PROPERTY = settings(max_examples=60, deadline=None,

@@ -122,7 +122,7 @@ class LetterTokenizer:
 @pytest.fixture(scope="module")
 def tiny_llm():
     from minillm import LLM
-    from minillm.tiny_llama import build_tiny_llama
+    from minillm.model.tiny import build_tiny_llama
     return LLM(build_tiny_llama(seed=0), tokenizer=LetterTokenizer(), max_num_seqs=4,
                num_kv_blocks=32, block_size=8)
 

@@ -1,0 +1,10 @@
+"""The engine loop and what it keeps per request.
+
+    engine.py       LLMEngine: requests in, one scheduled step at a time, outputs out
+    sequence.py     Sequence: one request's tokens, state and timestamps
+    prompts.py      a prompt as a user gives it → token ids, with every check
+    runner.py       Runner: what executes a step (the model, or the simulator), its clock
+    speculative.py  prompt-lookup speculative decoding: propose and verify drafts
+    trace.py        the per-step and per-request record every metric and widget reads
+    checks.py       argument checks shared by every public entry point
+"""
