@@ -28,7 +28,7 @@ import warnings
 
 from minillm.attention import make_attention_backend
 from minillm.config import EngineConfig, build_engine
-from minillm.engine.checks import check_bool, check_int
+from minillm.engine.checks import check_bool, check_int, reworded
 from minillm.engine.engine import LLMEngine
 from minillm.kv_cache.tensors import kv_bytes_per_token
 from minillm.model.device import resolve_device, resolve_dtype
@@ -126,7 +126,7 @@ class LLM:
                 seqs.append(engine.make_sequence(str(next(self._request_ids)), prompt, p,
                                                  None, prio))
             except (TypeError, ValueError) as err:
-                raise type(err)(f"prompts[{i}]: {err}") from None
+                raise reworded(err, f"prompts[{i}]: {err}") from None
         engine.start_new_trace()
         try:
             for seq in seqs:
@@ -159,7 +159,7 @@ class LLM:
             one = isinstance(messages[0], dict)
             text = str(err).replace("prompts[0]: ", "messages: " if one else "conversations[0]: ")
             text = re.sub(r"prompts\[(\d+)\]", r"conversations[\1]", text)
-            raise type(err)(text.replace(" prompts", " conversations")) from None
+            raise reworded(err, text.replace(" prompts", " conversations")) from None
 
     def _run_to_completion(self, total: int, use_tqdm: bool) -> dict:
         from tqdm.auto import tqdm

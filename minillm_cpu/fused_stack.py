@@ -17,7 +17,8 @@ modules: `stack[i]` is still layer i) and decides once per step:
 * otherwise (a long prefill, bf16, more than 16 rows) the readable loop over the layers
   runs, with the C++ modules inside.
 
-Both give the same bits (tests/test_forward.py). The stack reads the layers' weights
+Both give the same bits (tests/test_forward.py); set `stack.fused = False` to run every
+step layer by layer (lesson 07's appendix compares the two). The stack reads the layers' weights
 when it is built: replace a module of a loaded model and the fused path would not see
 it — load the model again instead (`LLM(...)`), or use `executor="eager"`.
 """
@@ -91,6 +92,7 @@ class FusedDecoderStack(DecoderStack):
         self.watched = ([(t, t._version, t.data_ptr()) for w in self.weights for t in w["watched"]]
                         if self.fusable else [])
         self.array, self.array_caches = None, None     # LayerArgs for the caches last seen
+        self.fused = True                              # False: always layer by layer
 
     def forward(self, h, rope, kv_caches, attention) -> torch.Tensor:
         if not self.qualifies(h, kv_caches, attention):
@@ -112,7 +114,7 @@ class FusedDecoderStack(DecoderStack):
 
     def qualifies(self, h: torch.Tensor, kv_caches, attention) -> bool:
         """Whether this step runs fused (see the module docstring)."""
-        if not (self.fusable and isinstance(attention.backend, CppAttention)
+        if not (self.fused and self.fusable and isinstance(attention.backend, CppAttention)
                 and attention.plan.long_chunks is None and h.dtype == torch.float32
                 and 1 <= h.shape[0] <= MATMUL_MAX_ROWS and h.is_contiguous()):
             return False

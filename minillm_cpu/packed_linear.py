@@ -167,9 +167,14 @@ class PackedWeight:
 
     @staticmethod
     def supported(weight: torch.Tensor) -> bool:
-        return (weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.bfloat16)
-                and torch.backends.mkldnn.is_available()
-                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+        """Whether oneDNN can pack this weight here (fp32; bf16 only on a CPU with the
+        bf16 instructions oneDNN's packed kernels need: AVX-512 or AVX-NE-CONVERT)."""
+        if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
+            return False
+        if not (torch.backends.mkldnn.is_available()
+                and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+            return False
+        return weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def _identity(weight: torch.Tensor) -> tuple:

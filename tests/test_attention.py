@@ -93,6 +93,26 @@ def test_cpp_attention_matches_per_sequence(max_pairs, step):
     assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)   # same K/V written
 
 
+def test_every_backend_is_an_attention_backend_and_plans_once_a_step():
+    """The interface is code (an ABC), and a step's plan is made once for all layers:
+    `for_step` plans, and every layer's call reuses that plan."""
+    from minillm.attention import AttentionBackend
+    step = {"seqs": [(5, 1), (2, 3)], "block_size": 4, "kv_heads": 1, "ratio": 3,
+            "head_dim": 8, "seed": 0}
+    q, k, v, k_cache, v_cache, meta = make_step(step)
+    for cls in (TorchAttention, SparseAttention, PerSequenceAttention, CppAttention):
+        backend = cls()
+        assert isinstance(backend, AttentionBackend)
+        plans = []
+        backend.plan = lambda m, plan=backend.plan: plans.append(plan(m)) or plans[-1]
+        step_attention = backend.for_step(meta)
+        for _ in range(3):                                   # three layers, one plan
+            step_attention(q, k, v, k_cache, v_cache, 0.3)
+        assert len(plans) == 1 and step_attention.plan is plans[0]
+    with pytest.raises(TypeError):
+        AttentionBackend()                                   # abstract: attend is missing
+
+
 def test_cpp_attention_in_bf16_is_the_reference_rounded():
     """In bf16 the kernel reads bf16 K/V and Q, computes in float32 and rounds the output
     once. So it matches the float32 reference on the same (bf16) numbers to about one
@@ -117,7 +137,7 @@ def test_attention_is_wrong_if_rows_come_back_in_group_order(backend):
     step = {"seqs": [(40, 1), (2, 1), (39, 1), (3, 1)], "block_size": 2, "kv_heads": 1,
             "ratio": 3, "head_dim": 8, "seed": 0}
     q, k, v, k_cache, v_cache, meta = make_step(step)
-    plan = attention._Plan(meta, 5, TorchAttention().decode_group)
+    plan = attention.GroupPlan(meta, 5, TorchAttention().decode_group)
     assert [g.row_list for g in plan.groups] == [[1, 3], [0, 2]]
     expected = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
     got = backend(group_cost_in_blocks=5)(q, k, v, k_cache, v_cache, meta, 0.3)
@@ -133,9 +153,9 @@ def test_sparse_columns_are_the_docstring_example():
     meta = build_attention_metadata([1], [20], [[7, 2]], [2 * 16 + 3], 16, torch.device("cpu"))
     k_cache, v_cache = torch.randn(8, 16, 3, 8), torch.randn(8, 16, 3, 8)
     q, k, v = torch.randn(1, 9, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
-    backend = SparseAttention()
-    backend(q, k, v, k_cache, v_cache, meta, 0.3)
-    group = meta.scratch[backend.name].groups[0]
+    step = SparseAttention().for_step(meta)
+    step(q, k, v, k_cache, v_cache, 0.3)                # the first layer builds the columns
+    group = step.plan.groups[0]
     head_of_kv_head_1 = group.cols[3]                   # query heads 3, 4, 5 share K/V head 1
     assert head_of_kv_head_1[:3].tolist() == [337, 340, 343]
     assert head_of_kv_head_1[16:20].tolist() == [97, 100, 103, 106]
@@ -156,7 +176,6 @@ def test_sparse_backend_in_bf16_is_the_torch_backend():
     q, k, v, k_cache, v_cache, meta = (t.to(torch.bfloat16) if isinstance(t, torch.Tensor) else t
                                        for t in make_step(step))
     want = TorchAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, 0.3)
-    meta.scratch.clear()
     assert torch.equal(SparseAttention()(q, k, v, k_cache, v_cache, meta, 0.3), want)
 
 

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import minillm_cpu.kernels as cpu_kernels
+from minillm.model.executor import resolve_executor
+from minillm.model.llama import RMSNorm, RotaryEmbedding
+from minillm_cpu import build
 from minillm_cpu.cpp_attention import CppAttention
-from minillm_cpu.kernels import build
-from minillm.llm import resolve_backend
-from minillm.model.llama import RMSNorm, RotaryEmbedding, apply_rope
 
 pytestmark = pytest.mark.unit
 
@@ -49,9 +49,10 @@ def test_add_rms_norm_is_the_residual_add_then_rmsnorm(kernels, dtype, rows, hid
     residual = random(gen, rows, hidden, dtype=dtype, scale=3.0)
     norm = RMSNorm(hidden, 1e-5)
     norm.weight.data = random(gen, hidden, dtype=dtype)
-    want, want_residual = norm.add_and_norm(x, residual.clone())            # the PyTorch lines
+    want_residual = residual if x is None else residual + x                # the PyTorch lines
+    want = norm(want_residual)
     given_residual = residual.clone()
-    got, got_residual = norm.add_and_norm(x, given_residual, kernels)
+    got, got_residual = kernels.add_rms_norm(x, given_residual, norm.weight, norm.eps)
     assert got_residual is given_residual                                  # updated in place
     assert torch.equal(got_residual, want_residual)                        # one add: exact
     torch.testing.assert_close(got, want, **TOLERANCE[dtype])
@@ -61,12 +62,13 @@ def test_add_rms_norm_is_the_residual_add_then_rmsnorm(kernels, dtype, rows, hid
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(1, 40), heads=st.integers(1, 12), head_dim=st.sampled_from([8, 64, 128]),
        seed=st.integers(0, 1000))
-def test_rope_is_apply_rope_in_place(kernels, dtype, rows, heads, head_dim, seed):
+def test_rope_is_the_rotation_in_place(kernels, dtype, rows, heads, head_dim, seed):
     gen = torch.Generator().manual_seed(seed)
-    rope = RotaryEmbedding(head_dim, 10000.0, 4096)
-    cos, sin_signed = rope.cos_sin(torch.randint(0, 4096, (rows,), generator=gen), dtype)
-    qkv = random(gen, rows, heads + 2, head_dim, dtype=dtype)   # rotate a view, like model.py
-    want = apply_rope(qkv[:, :heads], cos, sin_signed)
+    rope = RotaryEmbedding(head_dim, 10000.0, 4096)(
+        torch.randint(0, 4096, (rows,), generator=gen), dtype)
+    cos, sin_signed = rope.cos, rope.sin_signed
+    qkv = random(gen, rows, heads + 2, head_dim, dtype=dtype)   # rotate a view, like llama.py
+    want = rope(qkv[:, :heads])
     untouched = qkv[:, heads:].clone()
     got = kernels.rope_(qkv[:, :heads], cos, sin_signed)
     assert got.data_ptr() == qkv.data_ptr()
@@ -161,7 +163,11 @@ def test_one_openmp_runtime_serves_torch_and_the_kernels(kernels):
     assert len(runtimes) == 1, runtimes
 
 
-def test_without_a_compiler_auto_falls_back_and_cpp_says_what_to_do(monkeypatch, tmp_path):
+def executor(name, dtype=torch.float32, config=None) -> str:
+    return resolve_executor(name, torch.device("cpu"), dtype, config or _Config(9, 3, 576)).name
+
+
+def test_without_a_compiler_auto_falls_back_and_cpu_says_what_to_do(monkeypatch, tmp_path):
     cpu_kernels.load.cache_clear()
     try:
         with monkeypatch.context() as patched:
@@ -169,9 +175,9 @@ def test_without_a_compiler_auto_falls_back_and_cpp_says_what_to_do(monkeypatch,
             patched.setenv("MINILLM_CACHE_DIR", str(tmp_path))
             reason = cpu_kernels.unavailable_reason()
             assert reason and "no-such-compiler" in reason
-            assert resolve_backend("auto", torch.device("cpu")) == "sparse"
-            with pytest.raises(ValueError, match="attention_backend='sparse'"):
-                resolve_backend("cpp", torch.device("cpu"))
+            assert executor("auto") == "eager"
+            with pytest.raises(ValueError, match="executor='eager'"):
+                executor("cpu")
             with pytest.raises(ValueError, match="attention_backend='sparse'"):
                 CppAttention()
     finally:
@@ -191,10 +197,10 @@ class _Config:
 ])
 def test_a_model_the_kernels_cannot_run(kernels, heads, kv_heads, hidden, dtype, why):
     config = _Config(heads, kv_heads, hidden)
-    assert resolve_backend("auto", torch.device("cpu"), dtype, config) == "sparse"
+    assert executor("auto", dtype, config) == "eager"
     with pytest.raises(ValueError, match=why):
-        resolve_backend("cpp", torch.device("cpu"), dtype, config)
-    assert resolve_backend("cpp", torch.device("cpu"), torch.float32, _Config(9, 3, 576)) == "cpp"
+        executor("cpu", dtype, config)
+    assert executor("cpu") == "cpu" and executor("auto") == "cpu"
 
 
 def test_bad_calls_are_errors_not_crashes(kernels):

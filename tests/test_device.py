@@ -62,18 +62,23 @@ def test_gpu_without_bf16_falls_back_to_fp16_and_says_why(monkeypatch, name, cap
 
 
 @pytest.mark.unit
-def test_llm_dtype_choice_goes_through_resolve_dtype(monkeypatch):
-    """`LLM` picks its dtype with `_torch_dtype` (names as EngineConfig accepts them): on
-    a T4 the default must be fp16 there too, not the bf16 every GPU used to get."""
-    from minillm.llm import _torch_dtype
+def test_every_name_engine_config_accepts_resolves_through_one_table(monkeypatch):
+    """EngineConfig, the command lines and `resolve_dtype` share one table of names
+    (`minillm/model/device.py: DTYPES`): on a T4 the default must be fp16, not the bf16
+    every GPU used to get."""
+    from minillm.config import EngineConfig
+    from minillm.model.device import DTYPES
+    for name, dtype in DTYPES.items():
+        assert EngineConfig(dtype=name).dtype == name
+        assert resolve_dtype(name, torch.device("cpu")) is dtype
     fake_gpu(monkeypatch, "Tesla T4", (7, 5))
     with pytest.warns(UserWarning, match="Tesla T4"):
-        assert _torch_dtype(None, CUDA) is torch.float16
-    assert _torch_dtype("float16", CUDA) is torch.float16
+        assert resolve_dtype(None, CUDA) is torch.float16
+    assert resolve_dtype("half", CUDA) is torch.float16
     with pytest.raises(ValueError, match="float16"):
-        _torch_dtype("bfloat16", CUDA)
+        resolve_dtype("bfloat16", CUDA)
     fake_gpu(monkeypatch, "NVIDIA H200", (9, 0))
-    assert _torch_dtype("auto", CUDA) is torch.bfloat16
+    assert resolve_dtype("auto", CUDA) is torch.bfloat16
 
 
 @pytest.mark.unit
@@ -84,16 +89,14 @@ def test_explicit_bf16_on_a_gpu_without_it_is_refused(monkeypatch):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("bad", [torch.float64, torch.int8, "half", "fp16", 16])
+@pytest.mark.parametrize("bad", [torch.float64, torch.int8, "fp16", "double", 16])
 def test_unknown_dtype_is_refused_by_name(bad):
     with pytest.raises(ValueError, match="dtype must be None, 'auto', one of"):
         resolve_dtype(bad, torch.device("cpu"))
 
 
 @pytest.mark.unit
-def test_resolve_device_moved_but_importable_from_llm(monkeypatch):
-    from minillm import llm
-    assert llm.resolve_device is resolve_device          # old import path keeps working
+def test_resolve_device_picks_cuda_only_where_there_is_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device(None) == torch.device("cpu")
     with pytest.raises(ValueError, match="no CUDA GPU"):

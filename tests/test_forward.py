@@ -11,11 +11,14 @@ import pytest
 import torch
 
 from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
-from minillm_cpu.cpp_attention import CppAttention
-from minillm.model.batch import build_attention_metadata
 from minillm.kv_cache.tensors import allocate_kv_cache
+from minillm.model.batch import build_attention_metadata
 from minillm.model.llama import LlamaModel
 from minillm.model.tiny import build_tiny_llama
+from minillm_cpu import kernels as cpu_kernels
+from minillm_cpu.cpp_attention import CppAttention
+from minillm_cpu.executor import swap_modules
+from minillm_cpu.fused_stack import FusedDecoderStack
 
 # Bounds on max|ours − transformers| / max|transformers' logits|, per sequence: fp32
 # rounding grows with depth, so the bound is relative to the logits' scale and set from
@@ -26,6 +29,27 @@ from minillm.model.tiny import build_tiny_llama
 # more than 1e-3. Greedy tokens are compared exactly elsewhere (test_engine_oracle).
 TINY_REL_TOL = 5e-5
 SMOLLM2_REL_TOL = 1e-4
+
+
+def readable(hf, dtype=None) -> LlamaModel:
+    """The model as `llama.py` writes it (the "eager" executor)."""
+    return LlamaModel.from_hf(hf, dtype=dtype)
+
+
+def fast(hf, dtype=None, few_rows=True) -> LlamaModel:
+    """The "cpu" executor's model: C++ modules swapped in. `few_rows=True` packs panels
+    for the 1-16-row kernel (and so the fused stack) on any CPU, not only AVX-512 ones."""
+    try:
+        kernels = cpu_kernels.load()
+    except cpu_kernels.CpuKernelsUnavailable as err:
+        pytest.skip(f"the C++ kernels do not build here: {err}")
+    return swap_modules(LlamaModel.from_hf(hf, dtype=dtype), kernels, few_rows=few_rows)
+
+
+# (how the model is built, its attention backend): every readable backend on the readable
+# model, and the "cpu" executor's model with its "cpp" backend
+CASES = {"eager-sparse": (readable, SparseAttention), "eager-torch": (readable, TorchAttention),
+         "eager-reference": (readable, PerSequenceAttention), "cpu-cpp": (fast, CppAttention)}
 
 
 def run_flat(model: LlamaModel, prompts, continuations, backend, block_size=4):
@@ -56,8 +80,8 @@ def run_flat(model: LlamaModel, prompts, continuations, backend, block_size=4):
         meta = build_attention_metadata([len(c) for c in chunks],
                                         [s + len(c) for c, s in zip(chunks, starts)],
                                         tables, slots, block_size, torch.device("cpu"))
-        logits = model(torch.tensor(ids), torch.tensor(pos), caches, meta,
-                       torch.arange(len(ids)), backend)
+        logits = model(torch.tensor(ids), torch.tensor(pos), caches, backend.for_step(meta),
+                       torch.arange(len(ids)))
         return logits.split([len(c) for c in chunks])
 
     per_seq = [[x] for x in step(prompts, [0] * len(prompts))]
@@ -96,91 +120,119 @@ def within(diff: float, bound: float) -> bool:
     (3, 3, 192),    # ratio 1, head dim 64
     (6, 2, 384),    # ratio 3, head dim 64
 ])
-@pytest.mark.parametrize("backend", [CppAttention(), SparseAttention(), TorchAttention(),
-                                     PerSequenceAttention()],
-                         ids=["cpp", "sparse", "torch", "reference"])
-def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, backend):
+@pytest.mark.parametrize("case", list(CASES))
+def test_tiny_llama_matches_transformers(heads, kv_heads, hidden, case):
     hf = build_tiny_llama(seed=3, num_attention_heads=heads, num_key_value_heads=kv_heads,
                           hidden_size=hidden)
-    model = LlamaModel.from_hf(hf)
+    build, backend = CASES[case]
+    model = build(hf)
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
     conts = [torch.randint(0, 256, (16,), generator=g).tolist() for _ in prompts]
-    assert within(max_rel_diff(model, hf, prompts, conts, backend), TINY_REL_TOL)
+    assert within(max_rel_diff(model, hf, prompts, conts, backend()), TINY_REL_TOL)
 
 
 @pytest.mark.unit
-def test_untied_embeddings_and_biases_are_used():
+@pytest.mark.parametrize("case", ["eager-sparse", "cpu-cpp"])
+def test_untied_embeddings_and_biases_are_used(case):
     hf = build_tiny_llama(seed=5, tie_word_embeddings=False, attention_bias=True)
     with torch.no_grad():
         for layer in hf.model.layers:
             layer.self_attn.q_proj.bias.normal_(0, 0.5)
-    model = LlamaModel.from_hf(hf)
+    build, backend = CASES[case]
+    model = build(hf)
     assert not model.tied
     prompts, conts = [[1, 2, 3, 4, 5], [9, 8]], [[7, 7, 7], [3, 2, 1]]
-    assert within(max_rel_diff(model, hf, prompts, conts, SparseAttention()), TINY_REL_TOL)
+    assert within(max_rel_diff(model, hf, prompts, conts, backend()), TINY_REL_TOL)
 
 
-@pytest.mark.unit
-def test_fused_decoder_layers_give_the_per_kernel_bits():
-    """A decode step's layers in one C++ call each (`cpu_kernels/decoder_layer.py`) are
-    the very kernel calls the per-layer Python makes: the same logits to the bit, with
-    biases in every projection and untied embeddings too. The fused path must really be
-    taken, once per decode step (the prefill step, 43 rows, is not fused)."""
+def biased_tiny_llama():
     hf = build_tiny_llama(seed=5, tie_word_embeddings=False, attention_bias=True, mlp_bias=True,
                           num_attention_heads=6, num_key_value_heads=2, hidden_size=384)
     with torch.no_grad():
         for name, param in hf.named_parameters():
             if name.endswith("bias"):
                 param.normal_(0, 0.5, generator=torch.Generator().manual_seed(len(name)))
-    model = LlamaModel.from_hf(hf)
-    fused, per_kernel = CppAttention(), CppAttention(fuse_layers=False)
-    taken = []
-    offer = fused.fused_layers
-    fused.fused_layers = lambda *args: taken.append(offer(*args)) or taken[-1]
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
-    conts = [torch.randint(0, 256, (6,), generator=g).tolist() for _ in prompts]
-    got = run_flat(model, prompts, conts, fused)
-    want = run_flat(model, prompts, conts, per_kernel)
-    assert [t is not None for t in taken] == [False] + [True] * 6
-    assert all(torch.equal(a, b) for a, b in zip(got, want))
-    assert within(max_rel_diff(model, hf, prompts, conts, fused), TINY_REL_TOL)
+    return hf
 
 
 @pytest.mark.unit
-def test_fused_layers_only_for_steps_the_kernels_take_whole():
-    """fp32, 1-16 rows, no prefill chunk long enough for SDPA, and weights that are still
-    the ones packed: anything else runs layer by layer."""
-    model = LlamaModel.from_hf(build_tiny_llama(seed=1))
-    backend = CppAttention(max_pairs=100)
+def test_the_fused_stack_gives_the_layer_by_layer_bits(monkeypatch):
+    """A small step's layers in one C++ call (`minillm_cpu/fused_stack.py`) are the very
+    kernel calls the readable layers make with the C++ modules swapped in: the same
+    logits to the bit, with biases in every projection and untied embeddings too. The
+    fused path must really be taken, once per decode step (the prefill, 43 rows, is not)."""
+    hf = biased_tiny_llama()
+    model = fast(hf)
+    assert isinstance(model.layers, FusedDecoderStack) and model.layers.fusable
+    taken = []
+    qualifies = FusedDecoderStack.qualifies
+    monkeypatch.setattr(FusedDecoderStack, "qualifies",
+                        lambda self, *args: taken.append(qualifies(self, *args)) or taken[-1])
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 256, (n,), generator=g).tolist() for n in (1, 7, 13, 22)]
+    conts = [torch.randint(0, 256, (6,), generator=g).tolist() for _ in prompts]
+    got = run_flat(model, prompts, conts, CppAttention())
+    assert taken == [False] + [True] * 6
+    model.layers.fused = False
+    want = run_flat(model, prompts, conts, CppAttention())
+    assert taken[7:] == [False] * 7
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert within(max_rel_diff(model, hf, prompts, conts, CppAttention()), TINY_REL_TOL)
+
+
+@pytest.mark.unit
+def test_the_stack_fuses_only_steps_the_kernels_take_whole():
+    """fp32, 1-16 rows, the "cpp" backend with no prefill chunk long enough for SDPA, and
+    weights that are still the ones packed: anything else runs layer by layer."""
+    model = fast(build_tiny_llama(seed=1))
+    stack, backend = model.layers, CppAttention(max_pairs=100)
     caches = allocate_kv_cache(model.num_layers, 40, 4, model.num_kv_heads, model.head_dim,
                                torch.float32, "cpu")
 
-    def offer(query_lens, seq_lens, dtype=torch.float32):
+    def fuses(query_lens, seq_lens, dtype=torch.float32, backend=backend, caches=caches):
         tables = [list(range(i * 10, i * 10 + 10)) for i in range(len(seq_lens))]
         slots = [tables[b][p // 4] * 4 + p % 4 for b, (n, s) in enumerate(zip(query_lens, seq_lens))
                  for p in range(s - n, s)]
         meta = build_attention_metadata(query_lens, seq_lens, tables, slots, 4, torch.device("cpu"))
         h = torch.zeros(sum(query_lens), model.config.hidden_size, dtype=dtype)
-        rope = model.rope.cos_sin(torch.zeros(sum(query_lens), dtype=torch.long), dtype)
-        return backend.fused_layers(model, caches, meta, rope, h)
+        return stack.qualifies(h, caches, backend.for_step(meta))
 
-    assert offer([1] * 4, [9] * 4) is not None                      # decodes
-    stack = backend.fused.stack
-    assert offer([1] * 4, [9] * 4) is not None and backend.fused.stack is stack   # kept
-    norm = model.layers[0].input_norm
-    norm.weight = torch.nn.Parameter(norm.weight.detach().clone())  # a new tensor to point at
-    assert offer([1] * 4, [9] * 4) is not None and backend.fused.stack is not stack
-    assert backend.fused.stack.array[0].input_norm == norm.weight.data_ptr()
-    assert offer([1] * 2 + [6], [9, 9, 12]) is not None             # a short chunk: 72 pairs
-    assert offer([1] * 3 + [13], [9, 9, 9, 13]) is None             # 13 × 13 > 100 pairs
-    assert offer([1] * 17, [5] * 17) is None                        # 17 rows
-    assert offer([1] * 4, [9] * 4, torch.bfloat16) is None
+    assert fuses([1] * 4, [9] * 4)                                   # decodes
+    array = stack.array
+    assert fuses([1] * 4, [9] * 4) and stack.array is array           # kept
+    other = allocate_kv_cache(model.num_layers, 40, 4, model.num_kv_heads, model.head_dim,
+                              torch.float32, "cpu")
+    assert fuses([1] * 4, [9] * 4, caches=other) and stack.array is not array
+    assert stack.array[0].k_cache == other[0][0].data_ptr()          # rebuilt for new caches
+    assert fuses([1] * 2 + [6], [9, 9, 12])                          # a short chunk: 72 pairs
+    assert not fuses([1] * 3 + [13], [9, 9, 9, 13])                  # 13 × 13 > 100 pairs
+    assert not fuses([1] * 17, [5] * 17)                             # 17 rows
+    assert not fuses([1] * 4, [9] * 4, torch.bfloat16)
+    assert not fuses([1] * 4, [9] * 4, backend=SparseAttention())
     with torch.no_grad():
-        model.layers[1].mlp.down_proj.weight.mul_(1.0)              # changed since packing
-    assert offer([1] * 4, [9] * 4) is None
-    assert CppAttention(fuse_layers=False).fused_layers(model, caches, None, None, None) is None
+        model.layers[1].mlp.down_proj.weight.mul_(1.0)               # changed since packing
+    assert not fuses([1] * 4, [9] * 4)
+
+
+@pytest.mark.unit
+def test_the_cpu_executor_swaps_modules_and_eager_keeps_them():
+    """`executor="eager"` runs the model as llama.py writes it; "cpu" swaps every module
+    it has a C++ stand-in for, and nothing else."""
+    from minillm.model.executor import EagerExecutor
+    from minillm_cpu.executor import CpuExecutor
+    hf = build_tiny_llama(seed=0)
+    config = type("Config", (), {"max_num_seqs": 4})()
+    eager = EagerExecutor().load(readable(hf), config)
+    names = lambda m: {type(x).__name__ for x in m.modules()}           # noqa: E731
+    assert names(eager) >= {"Linear", "RMSNorm", "SiluAndMul", "RotaryEmbedding", "DecoderStack"}
+    assert not any(n.startswith(("Cpp", "Packed", "Fused")) for n in names(eager))
+    if CpuExecutor().unavailable_reason(torch.device("cpu"), torch.float32, hf.config):
+        pytest.skip("the C++ kernels do not build here")
+    swapped = CpuExecutor().load(readable(hf), config)
+    assert {"PackedLinear", "CppRMSNorm", "CppSiluAndMul", "CppRotaryEmbedding",
+            "FusedDecoderStack"} <= names(swapped)
+    assert not names(swapped) & {"Linear", "RMSNorm", "SiluAndMul", "DecoderStack"}
 
 
 @pytest.mark.unit
@@ -188,16 +240,17 @@ def test_flat_batch_differs_if_positions_are_wrong():
     """The oracle can fail: shifting RoPE positions by one breaks the match."""
     hf = build_tiny_llama(seed=0)
     model = LlamaModel.from_hf(hf)
-    model.rope.cos = torch.roll(model.rope.cos, 1, dims=0)
-    model.rope.sin_signed = torch.roll(model.rope.sin_signed, 1, dims=0)
+    model.rotary.cos = torch.roll(model.rotary.cos, 1, dims=0)
+    model.rotary.sin_signed = torch.roll(model.rotary.sin_signed, 1, dims=0)
     assert max_rel_diff(model, hf, [[1, 2, 3, 4]], [[5, 6]], SparseAttention()) > 1e-3
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("backend", [CppAttention(), SparseAttention()], ids=["cpp", "sparse"])
-def test_smollm2_logits_match_transformers(smollm2, backend):
+@pytest.mark.parametrize("case", ["eager-sparse", "cpu-cpp"])
+def test_smollm2_logits_match_transformers(smollm2, case):
     hf, tokenizer = smollm2
-    model = LlamaModel.from_hf(hf)
+    build, backend = CASES[case]
+    model, backend = build(hf), backend()
     texts = ["Hi", "The capital of France is", "Explain why the sky is blue in one sentence.",
              "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
              "import torch\nx = torch.randn(3, 4)\nprint(x.shape)", "Q: What is 17 * 23?\nA:",
@@ -222,12 +275,13 @@ BF16_ERROR_RATIO = 2.0
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("backend", [CppAttention(), SparseAttention()], ids=["cpp", "sparse"])
-def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2, backend):
+@pytest.mark.parametrize("case", ["eager-sparse", "cpu-cpp"])
+def test_smollm2_in_bf16_is_as_exact_as_transformers_in_bf16(smollm2, case):
     from minillm.model.loader import load_hf_model
     hf32, tokenizer = smollm2
     hf16 = load_hf_model("smollm2-135m", dtype=torch.bfloat16)[0]
-    model = LlamaModel.from_hf(hf32, dtype=torch.bfloat16)
+    build, backend = CASES[case]
+    model, backend = build(hf32, dtype=torch.bfloat16), backend()
     texts = ["Hi", "The capital of France is", "Explain why the sky is blue in one sentence.",
              "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"]
     prompts = [tokenizer(t).input_ids for t in texts]
@@ -262,16 +316,17 @@ def test_rms_norm_is_the_written_out_formula_to_the_bit(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rope_is_rotate_half_to_the_bit(dtype):
-    """`apply_rope` multiplies a roll of x by sin with its first half negated; it must
+    """`Rotation` multiplies a roll of x by sin with its first half negated; it must
     give exactly x·cos + (−x₂ | x₁)·sin, the rotate-half formula of transformers."""
-    from minillm.model.llama import RotaryEmbedding, apply_rope
-    rope = RotaryEmbedding(64, 10000.0, 512)
+    from minillm.model.llama import RotaryEmbedding
+    rotary = RotaryEmbedding(64, 10000.0, 512)
     positions = torch.tensor([0, 5, 17, 300, 511])
     x = torch.randn(5, 12, 64, generator=torch.Generator().manual_seed(1)).to(dtype)
-    cos, sin_signed = rope.cos_sin(positions, dtype)
+    rope = rotary(positions, dtype)
+    cos, sin_signed = rope.cos, rope.sin_signed
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2).float() / 64))
     angles = positions[:, None].float() * inv_freq
     sin = torch.cat([angles, angles], dim=-1).sin().unsqueeze(1).to(dtype)    # [5, 1, 64]
     assert torch.equal(sin_signed, torch.cat([-sin[..., :32], sin[..., 32:]], dim=-1))
     rotated = torch.cat([-x[..., 32:], x[..., :32]], dim=-1)
-    assert torch.equal(apply_rope(x, cos, sin_signed), x * cos + rotated * sin)
+    assert torch.equal(rope(x), x * cos + rotated * sin)

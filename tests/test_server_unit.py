@@ -8,15 +8,15 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from minillm.engine.checks import InvalidValue
+from minillm.outputs import CompletionOutput, EngineStats, RequestMetrics, RequestOutput
 from minillm.sampling_params import SamplingParams
+from minillm.serving.api_server import sampling_params
 from minillm.serving.async_engine import AsyncEngine, QueueFullError, RequestFailed
-from minillm.serving.engine_factory import EngineStats
-from minillm.serving.errors import APIError, from_validation_error
+from minillm.serving.errors import APIError, from_engine_error, from_validation_error
 from minillm.serving.metrics import ServerMetrics
-from minillm.serving.prompts import PromptBuilder
-from minillm.serving.protocol import (ChatCompletionRequest, CompletionRequest, check_ranges,
-                                      check_supported)
+from minillm.serving.prompt_builder import PromptBuilder
+from minillm.serving.protocol import ChatCompletionRequest, CompletionRequest, check_supported
 from minillm.serving.responses import ResponseShape, text_delta
 
 pytestmark = pytest.mark.unit
@@ -66,16 +66,15 @@ class ScriptedEngine:
     def has_unfinished_requests(self):
         return bool(self.live)
 
-
-def stats(engine):
-    return EngineStats(len(engine.live), 0, NUM_BLOCKS - len(engine.live), NUM_BLOCKS)
+    def stats(self):
+        return EngineStats(len(self.live), 0, NUM_BLOCKS - len(self.live), NUM_BLOCKS)
 
 
 def run(scenario, **kwargs):
     """Run `scenario(loop, engine)` against a started AsyncEngine; always shut it down."""
     async def main():
         engine = ScriptedEngine()
-        loop = AsyncEngine(engine, stats=stats, **kwargs)
+        loop = AsyncEngine(engine, **kwargs)
         await loop.start()
         try:
             return await asyncio.wait_for(scenario(loop, engine), timeout=30)
@@ -163,7 +162,7 @@ def test_a_full_queue_sheds_the_next_request():
 def test_shutdown_fails_what_is_in_flight_and_stops_the_loop():
     async def main():
         engine = ScriptedEngine()
-        loop = AsyncEngine(engine, stats=stats)
+        loop = AsyncEngine(engine)
         await loop.start()
         stream = await loop.add_request("a", prompt(), params(10_000))
         await stream.__anext__()
@@ -182,28 +181,28 @@ def test_every_tensor_operation_of_the_server_runs_on_one_thread(monkeypatch):
     import threading
     from types import SimpleNamespace
 
+    import minillm.llm
     import minillm.serving.cli as cli
-    import minillm.serving.engine_factory as factory
 
     seen = {}
 
     class RecordingEngine(ScriptedEngine):
-        vocab_size = 200
-        scheduler = SimpleNamespace(running=[], waiting=[],      # read by engine_stats
-                                    kv=SimpleNamespace(num_free_blocks=1, num_blocks=1))
+        tokenizer = None
+        engine_config = SimpleNamespace(max_model_len=64)
 
         def step(self):
             seen.setdefault("step", set()).add(threading.get_ident())
             return super().step()
 
-    def make_engine(args):
+    def load_engine(model, config):
         seen["build"] = threading.get_ident()
-        return RecordingEngine(), None, {"max_model_len": 64}
+        return RecordingEngine()
 
-    monkeypatch.setattr(factory, "make_engine", make_engine)
+    monkeypatch.setattr(minillm.llm, "load_engine", load_engine)
     monkeypatch.setattr(cli, "warm_up", lambda engine: seen.setdefault("warm_up",
                                                                         threading.get_ident()))
-    args = SimpleNamespace(served_model_name="m", max_queued_requests=8, api_key=None)
+    args = SimpleNamespace(model="m", engine_config=None, served_model_name="m",
+                           max_queued_requests=8, api_key=None)
     app, loop = cli.build_server(args)
 
     async def serve_two():
@@ -231,16 +230,38 @@ def test_unknown_field_and_wrong_type_name_the_field():
     assert from_validation_error(info.value, CompletionRequest).param == "max_tokens"
 
 
-@pytest.mark.parametrize("field,value,status", [
-    ("n", 2, 422), ("stop", ["\n"], 422), ("presence_penalty", 0.5, 422),
-    ("logprobs", 2, 422), ("echo", True, 422), ("max_tokens", 0, 400), ("temperature", -1, 400),
-    ("top_p", 0, 400), ("top_k", -2, 400), ("stop_token_ids", [50_000], 400), ("seed", -1, 400)])
-def test_unsupported_or_out_of_range_values_are_refused(field, value, status):
+@pytest.mark.parametrize("field,value", [
+    ("n", 2), ("stop", ["\n"]), ("presence_penalty", 0.5), ("logprobs", 2), ("echo", True)])
+def test_unimplemented_values_are_refused_with_422(field, value):
     request = CompletionRequest.model_validate({"prompt": "x", field: value})
     with pytest.raises(APIError) as info:
         check_supported(request)
-        check_ranges(request, vocab_size=49152)
-    assert (info.value.status, info.value.param) == (status, field)
+    assert (info.value.status, info.value.param) == (422, field)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_tokens", 0), ("temperature", -1), ("top_p", 0), ("top_k", -2),
+    ("stop_token_ids", [-4])])
+def test_out_of_range_values_are_refused_once_by_sampling_params_with_their_field(field, value):
+    """The HTTP layer checks types only; SamplingParams checks the values and names the
+    field, which the server's 400 names too."""
+    request = CompletionRequest.model_validate({"prompt": "x", field: value})
+    check_supported(request)                                   # no value check here
+    with pytest.raises(InvalidValue) as info:
+        sampling_params(request, 16 if request.max_tokens is None else request.max_tokens)
+    error = from_engine_error(info.value)
+    assert (error.status, error.param) == (400, field) and field in error.message
+
+
+def test_engine_refusals_name_the_request_field():
+    """The engine's parameter names become the request's: prompt token ids are the
+    completion's `prompt`, and a chat's prompt is its `messages`."""
+    vocab = InvalidValue("prompt_token_ids[1] = 99 is outside the vocabulary", "prompt_token_ids")
+    assert from_engine_error(vocab).param == "prompt"
+    long = InvalidValue("prompt too long", "prompt", code="context_length_exceeded")
+    chat = from_engine_error(long, prompt_field="messages")
+    assert (chat.param, chat.code) == ("messages", "context_length_exceeded")
+    assert from_engine_error(ValueError("no parameter known")).param is None
 
 
 def test_neutral_values_that_clients_send_are_accepted():
@@ -248,7 +269,7 @@ def test_neutral_values_that_clients_send_are_accepted():
             "presence_penalty": 0, "echo": False, "best_of": 1, "user": "u", "ignore_eos": True}
     request = CompletionRequest.model_validate(body)
     check_supported(request)
-    check_ranges(request, vocab_size=49152)
+    assert sampling_params(request, 16).max_tokens == 16
 
 
 class CharTokenizer:
@@ -262,15 +283,14 @@ class CharTokenizer:
 
 
 def test_prompt_lengths_and_max_tokens_against_the_context():
-    builder = PromptBuilder(CharTokenizer(), max_model_len=20, vocab_size=100)
+    builder = PromptBuilder(CharTokenizer(), max_model_len=20)
     assert builder.for_completion(CompletionRequest(prompt="abcd")).max_tokens == 16
     assert builder.for_completion(CompletionRequest(prompt="a" * 10)).max_tokens == 10
     chat = ChatCompletionRequest.model_validate({"messages": [{"role": "user", "content": "hi"}]})
     assert builder.for_chat(chat).max_tokens == 20 - len("<user>hi<assistant>")
-    for request, code in ((CompletionRequest(prompt="a" * 20), "context_length_exceeded"),
-                          (CompletionRequest(prompt="abc", max_tokens=18), "context_length_exceeded"),
-                          (CompletionRequest(prompt=""), None),
-                          (CompletionRequest(prompt=[5, 100]), None),
+    # a prompt with no room left is the engine's to refuse (max_tokens 1 reaches it)
+    assert builder.for_completion(CompletionRequest(prompt="a" * 25)).max_tokens == 1
+    for request, code in ((CompletionRequest(prompt="abc", max_tokens=18), "context_length_exceeded"),
                           (CompletionRequest(prompt=["a", "b"]), "unsupported_value")):
         with pytest.raises(APIError) as info:
             builder.for_completion(request)

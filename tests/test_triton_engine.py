@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm_cpu.kernels import unavailable_reason
-from minillm.llm import resolve_backend, resolve_device
+from minillm.model.device import resolve_device
+from minillm.model.executor import EXECUTORS, resolve_executor
 from minillm.model.tiny import build_tiny_llama
 
 PROMPTS = [{"prompt_token_ids": list(range(3, 3 + n))} for n in (1, 6, 19, 11)]
@@ -19,8 +19,8 @@ PARAMS = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n i
 
 
 def run(backend, **kwargs):
-    llm = LLM(build_tiny_llama(seed=2), attention_backend=backend, block_size=8,
-              max_num_seqs=4, **kwargs)
+    llm = LLM(build_tiny_llama(seed=2), executor="eager", attention_backend=backend,
+              block_size=8, max_num_seqs=4, **kwargs)
     outs = llm.generate(PROMPTS, PARAMS, use_tqdm=False)
     return [o.outputs[0].token_ids for o in outs], llm
 
@@ -40,15 +40,24 @@ def test_triton_backend_matches_torch_backend(kwargs):
 
 
 @pytest.mark.unit
-def test_device_and_backend_selection_is_explicit(monkeypatch):
+def test_device_executor_and_backend_selection_is_explicit(monkeypatch):
+    """CPU: the "cpu" executor and its "cpp" attention where they run, else the readable
+    model on "sparse"; CUDA: the readable model on the Triton kernels."""
+    config = build_tiny_llama(seed=0).config
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert resolve_device(None) == torch.device("cpu")
-    cpp_builds = unavailable_reason() is None            # a C++ compiler is here
-    assert resolve_backend("auto", torch.device("cpu")) == ("cpp" if cpp_builds else "sparse")
+    cpu = resolve_device(None)
+    assert cpu == torch.device("cpu")
+    auto = resolve_executor("auto", cpu, torch.float32, config)
+    fast = "cpu" in EXECUTORS and EXECUTORS["cpu"]().unavailable_reason(
+        cpu, torch.float32, config) is None
+    assert (auto.name, auto.attention_backend(cpu, torch.float32)) == (
+        ("cpu", "cpp") if fast else ("eager", "sparse"))
+    eager = resolve_executor("eager", cpu, torch.float32, config)
+    assert (eager.name, eager.attention_backend(cpu, torch.float32)) == ("eager", "sparse")
     with pytest.raises(ValueError, match="no CUDA GPU"):
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert resolve_device(None) == torch.device("cuda")
-    assert resolve_device("cpu") == torch.device("cpu")          # an argument wins
-    assert resolve_backend("auto", torch.device("cuda")) == "triton"
-    assert resolve_backend("torch", torch.device("cuda")) == "torch"
+    cuda = resolve_device(None)
+    assert cuda == torch.device("cuda") and resolve_device("cpu") == cpu   # an argument wins
+    auto = resolve_executor("auto", cuda, torch.bfloat16, config)
+    assert (auto.name, auto.attention_backend(cuda, torch.bfloat16)) == ("eager", "triton")

@@ -31,11 +31,12 @@ def plot_contiguous_vs_paged(runs: dict, util: dict):
     plt.show()
 
 
-def plot_block_tables(running, kv):
-    """The block tables of the running sequences, drawn over the physical pool."""
+def plot_block_tables(running, num_blocks: int, block_size: int):
+    """The block tables of the running sequences, drawn over the physical pool of
+    `num_blocks` blocks of `block_size` tokens."""
     fig, ax = plt.subplots(figsize=(11, 3.6))
     draw_block_tables(ax, {s.request_id: (s.block_table, s.num_computed_tokens) for s in running},
-                      kv.num_blocks, kv.block_size)
+                      num_blocks, block_size)
     ax.set_title("Block tables map each sequence's logical blocks to physical blocks anywhere in the pool",
                  loc="left", fontsize=10)
     fig.tight_layout()

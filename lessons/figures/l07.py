@@ -6,12 +6,15 @@
   each block, the running sum `l` split by the block its terms came from; when a block
   raises the maximum, every older share is multiplied by `alpha = exp(m_old − m_new)`.
 * `plot_bytes_per_step` — the bytes one decode step must read: weights vs K/V.
-* `time_attention_steps` / `draw_attention_step` — one decode step's attention on a CPU,
-  every layer once, timed for several backends in alternating rounds; drawn as stacked
-  bars, gather + SDPA against reading the blocks in place (section 6).
-* `whole_decode_steps` — the real engine once per attention backend, a batch decoded
-  together in alternating rounds: the median time of a step that decodes every
-  sequence (section 6, the C++ backend).
+* `time_attention_steps` / `draw_attention_step` — one decode step's attention on a CPU:
+  each backend's plan once (`for_step`), then every layer, timed for several backends in
+  alternating rounds; drawn as stacked bars, gather + SDPA against reading the blocks in
+  place (section 6, and the appendix's `cpp`).
+* `cpu_appendix_skip_reason` — why the appendix on the `minillm_cpu` package cannot run
+  here (a CUDA machine, `MINILLM_EXECUTOR=eager`, the package or its compiler missing).
+* `decode_engines` / `decode_step_rounds` — the real engine on the CPU once per executor,
+  a batch decoded together in alternating rounds: the median time of a step that decodes
+  every sequence (the appendix: eager vs cpu, fused vs layer by layer).
 * `compile_decode_kernel_for_sm90` — compile the decode kernel for an H100/H200 in a
   fresh process (interpreter off) and count instructions in its PTX.
 * `gpu_decode_bandwidth` — `kernels.bench`'s decode benchmark on a few sizes (GPU only).
@@ -162,22 +165,39 @@ def plot_bytes_per_step(weight_bytes: float, kv_bytes_per_token: float,
     plt.show()
 
 
-def time_attention_steps(calls: dict, caches, rounds: int = 15, steps: int = 3):
-    """Alternating rounds (`benchmarks.ab`) of one decode step per call: `call(k_cache,
-    v_cache)` once for every layer's cache. A round's number is the median of `steps`
-    steps. Returns the rounds ({name: [{"ms": ...}, ...]}) and the medians {name: ms}."""
+def time_attention_steps(backends, step_args, caches, extra=None, rounds: int = 15,
+                         steps: int = 3):
+    """Alternating rounds (`benchmarks.ab`) of one decode step per backend, as the engine
+    runs it: `backend.for_step(meta)` once (the step's plan), then the step's attention
+    for every layer's cache. `step_args` = (q, k, v, meta, scale); `extra` = {name:
+    call(k_cache, v_cache)}, timed the same way, once per layer. A round's number is the
+    median of `steps` steps. Returns the rounds ({name: [{"ms": ...}, ...]}) and the
+    medians {name: ms}."""
     import time
     from benchmarks import ab
 
-    def step_ms(call):
+    q, k, v, meta, scale = step_args
+
+    def backend_step(backend):
+        attention = backend.for_step(meta)             # once a step, shared by the layers
+        for k_cache, v_cache in caches:
+            attention(q, k, v, k_cache, v_cache, scale)
+
+    def extra_step(call):
+        for k_cache, v_cache in caches:
+            call(k_cache, v_cache)
+
+    def step_ms(one_step):
         times = []
         for _ in range(steps):
             start = time.perf_counter()
-            for k_cache, v_cache in caches:
-                call(k_cache, v_cache)
+            one_step()
             times.append(1e3 * (time.perf_counter() - start))
         return {"ms": ab.median(times)}
-    runs = ab.alternate({name: (lambda c=c: step_ms(c)) for name, c in calls.items()}, rounds)
+    runners = {b.name: (lambda b=b: step_ms(lambda: backend_step(b))) for b in backends}
+    runners.update({name: (lambda c=c: step_ms(lambda: extra_step(c)))
+                    for name, c in (extra or {}).items()})
+    runs = ab.alternate(runners, rounds)
     return runs, {name: m["ms"] for name, m in ab.medians(runs).items()}
 
 
@@ -199,35 +219,40 @@ def draw_attention_step(parts: dict[str, dict[str, float]]):
     plt.show()
 
 
-def whole_decode_steps(backends=("sparse", "cpp"), batch: int = 16, prompt_words: int = 90,
+def cpu_appendix_skip_reason() -> str | None:
+    """Why the appendix on the `minillm_cpu` package cannot run here (None: it can)."""
+    import torch
+    from minillm.model.executor import EXECUTORS, FORCE_VARIABLE, load_plugins, readable_forced
+
+    if torch.cuda.is_available():
+        return "this machine has a CUDA GPU, and the appendix is about the engine on a CPU"
+    if readable_forced():
+        return f"{FORCE_VARIABLE}=eager keeps the minillm_cpu package out of this process"
+    load_plugins()
+    if "cpu" not in EXECUTORS:
+        return "the minillm_cpu package is not installed here (or it failed to load)"
+    from minillm_cpu.kernels import unavailable_reason
+    reason = unavailable_reason()
+    return f"minillm_cpu's C++ kernels cannot be built here: {reason}" if reason else None
+
+
+def decode_engines(executors=("eager", "cpu"), batch: int = 16) -> dict:
+    """The real SmolLM2 engine on the CPU once per executor, room for `batch` sequences
+    (and a KV cache just big enough for `decode_step_rounds`). {executor: LLM}"""
+    from minillm import LLM
+
+    return {name: LLM(executor=name, device="cpu", max_num_seqs=batch, num_kv_blocks=16 * batch)
+            for name in executors}
+
+
+def decode_step_rounds(engines: dict, batch: int = 16, prompt_words: int = 90,
                        new_tokens: int = 12, rounds: int = 3):
-    """The real SmolLM2 engine once per attention backend, `batch` prompts of ~130 tokens
-    decoded together, in alternating rounds (`benchmarks.ab`). A round's number is
-    the median duration of its steps that decode all `batch` sequences and carry no
-    prompt. Returns (rounds {backend: [{"ms": ...}]}, medians {backend: ms},
-    greedy tokens {backend: [token ids per prompt]})."""
-    from minillm import LLM
-
-    llms = {name: LLM(attention_backend=name, max_num_seqs=batch) for name in backends}
-    return _decode_step_rounds({name: (llm, None) for name, llm in llms.items()}, batch,
-                               prompt_words, new_tokens, rounds)
-
-
-def fused_vs_layer_by_layer(batch: int = 16, prompt_words: int = 90, new_tokens: int = 12,
-                            rounds: int = 3):
-    """One `cpp` engine, its decode steps with the layers fused into one C++ call
-    (`CppAttention.fuse_layers`, the default) and layer by layer, alternating rounds.
-    Same returns as `whole_decode_steps`, keyed "fused" and "layer by layer"."""
-    from minillm import LLM
-
-    llm = LLM(attention_backend="cpp", max_num_seqs=batch)
-    return _decode_step_rounds({"fused": (llm, True), "layer by layer": (llm, False)}, batch,
-                               prompt_words, new_tokens, rounds)
-
-
-def _decode_step_rounds(engines: dict, batch: int, prompt_words: int, new_tokens: int,
-                        rounds: int):
-    """engines {name: (LLM, fuse_layers or None to leave it)} → whole_decode_steps' returns."""
+    """engines {name: (LLM, fused)}: each generates `batch` prompts of ~130 tokens decoded
+    together, in alternating rounds (`benchmarks.ab`). `fused` True/False sets the `cpu`
+    executor's `llm.model.layers.fused` for that name's rounds (None: leave the model
+    alone). A round's number is the median duration of its steps that decode all `batch`
+    sequences and carry no prompt. Returns (rounds {name: [{"ms": ...}]}, medians {name:
+    ms}, greedy tokens {name: [token ids per prompt]})."""
     from minillm import SamplingParams
     from benchmarks import ab
 
@@ -238,9 +263,9 @@ def _decode_step_rounds(engines: dict, batch: int, prompt_words: int, new_tokens
     tokens = {}
 
     def one_round(name):
-        llm, fuse = engines[name]
-        if fuse is not None:
-            llm.llm_engine.runner.backend.fuse_layers = fuse
+        llm, fused = engines[name]
+        if fused is not None:
+            llm.model.layers.fused = fused            # FusedDecoderStack: one C++ call a step or not
         outputs = llm.generate(prompts, params, use_tqdm=False)
         tokens[name] = [o.outputs[0].token_ids for o in outputs]
         full = [s.duration for s in llm.trace.steps

@@ -25,9 +25,16 @@ class InvalidValue(ValueError):
     """A value outside what `param` allows; `code` is a machine-readable kind, if any
     (e.g. "context_length_exceeded", OpenAI's name for a prompt too long)."""
 
-    def __init__(self, message: str, param: str, code: str | None = None):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.param, self.code = param, code
+
+
+def reworded(error: Exception, message: str) -> Exception:
+    """`error` with another message, its kind and attributes (`param`, `code`) kept."""
+    new = type(error)(message)
+    new.__dict__.update(error.__dict__)
+    return new
 
 
 def check_int(name: str, value, minimum: int | None = None, hint: str = "") -> int:

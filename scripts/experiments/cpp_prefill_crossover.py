@@ -1,4 +1,4 @@
-"""Issue 18: where a prefill chunk should leave the C++ kernel for SDPA (`max_pairs`).
+"""docs/performance.md, change 12: where a prefill chunk should leave the C++ kernel for SDPA.
     .venv/bin/python scripts/experiments/cpp_prefill_crossover.py float32|bfloat16
 
 One layer at SmolLM2's shapes (9 query heads, 3 K/V heads, head dim 64, blocks of 16):
@@ -6,7 +6,7 @@ a prefill chunk of `q` new tokens on top of `cached` ones, attended by the C++ k
 (`CppAttention(max_pairs=huge)`: one pass over the keys per query row) and by the torch
 backend's SDPA group (`CppAttention(max_pairs=0)`: the kernel only writes K/V), in
 alternating rounds. Prints both times, their ratio, and q · (cached + q), the number of
-(query, key) pairs `MAX_PAIRS_IN_KERNEL` is compared with."""
+(query, key) pairs `minillm_cpu.cpp_attention.MAX_PAIRS_IN_KERNEL` is compared with."""
 import sys
 
 import torch
@@ -38,8 +38,7 @@ def main(dtype_name: str) -> None:
     for q_len, cached in SHAPES:
         q, k, v, (k_cache, v_cache), meta = chunk(q_len, cached, dtype)
 
-        def attend(backend):
-            meta.scratch.clear()
+        def attend(backend):                    # plan + KV write + attention, as a step does
             return backend(q, k, v, k_cache, v_cache, meta, 0.125)
         diff = (attend(kernel).float() - attend(sdpa).float()).abs().max().item()
         runs = ab.alternate({"kernel": lambda: {"ms": median_ms(lambda: attend(kernel), 21)},
@@ -53,4 +52,6 @@ def main(dtype_name: str) -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     main(sys.argv[1] if len(sys.argv) > 1 else "float32")

@@ -1,4 +1,5 @@
-"""The peak memory of a lesson's kernel: run notebooks top to bottom, print each one's VmHWM.
+"""docs/performance.md, change 7: the peak memory of a lesson's kernel. Runs notebooks top
+to bottom and prints each one's VmHWM.
     .venv/bin/python scripts/experiments/lesson_peak_rss.py lessons/05_paged_kv_cache.ipynb [...]
 
 Each notebook runs in a fresh kernel (nbclient, from `lessons/`, as the notebook tests
@@ -26,6 +27,8 @@ def peak_rss_gb(path: str) -> tuple[float, float]:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     for notebook in sys.argv[1:]:
         gb, seconds = peak_rss_gb(notebook)
         print(f"{notebook}: peak kernel RSS {gb:.2f} GB ({seconds:.0f} s)", flush=True)

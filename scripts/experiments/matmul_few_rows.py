@@ -1,5 +1,5 @@
-"""Issue 18, change 13 in docs/performance.md: minillm's few-rows fp32 matmul
-(`minillm_cpu/matmul.cpp`) against the library kernels, by row count. Run:
+"""docs/performance.md, change 13: minillm's few-rows fp32 matmul
+(`minillm_cpu/csrc/matmul.cpp`) against the library kernels, by row count. Run:
     .venv/bin/python scripts/experiments/matmul_few_rows.py [ROWS ...]
     .venv/bin/python scripts/experiments/matmul_few_rows.py --distances
 
@@ -9,15 +9,16 @@ fp32), 2 threads, rounds alternating between the kernels, median of 7, ms and th
 weight bytes read per second:
 
 * `F.linear` (MKL), oneDNN's packed copy, MKL's copy packed for exactly that many rows
-  (what `PackedWeight` used before change 13), and `matmul_few_rows` on its panels;
+  (what `PackedWeight` keeps on Intel where the C++ kernels do not run), and
+  `matmul_few_rows` on its panels (`CpuKernels.pack_panels`);
 * `read only`: `torch.sum` over a tensor of the same 538 MB, the speed of streaming the
   bytes with nothing else to do;
 * `in cache`: `matmul_few_rows` by one 576×576 weight (1.3 MB, in the two cores' L2)
   500 times, GFLOP/s: the speed of its arithmetic alone.
 
-`--distances`: the kernel re-compiled with other prefetch distances and localities (the
-constant and the hint substituted in a copy of matmul.cpp, compiled with build.py's
-flags into a temporary folder), 16 rows and 1 row.
+`--distances`: the kernel re-compiled with other distances and localities for its L2
+prefetch (the constant and the hint substituted in a copy of csrc/matmul.cpp, compiled
+with `minillm_cpu/build.py`'s flags into a temporary folder), 16 rows and 1 row.
 """
 import ctypes
 import subprocess
@@ -145,6 +146,8 @@ def distances():
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     torch.manual_seed(0)
     torch.set_num_threads(2)
     if sys.argv[1:] == ["--distances"]:

@@ -1,4 +1,4 @@
-"""Issue 18, change 5 in docs/performance.md. Run:
+"""docs/performance.md, changes 5 and 5b. Run:
     .venv/bin/python scripts/experiments/matmul_rows.py [ROWS ...]
 
 The 120 layer matmuls of one SmolLM2-135M step (random weights of its shapes: fused QKV
@@ -9,8 +9,8 @@ process (order reversed every other round); the median of 11 is printed. Where
 `F.linear` wins is where `PackedWeight.min_rows_for` sends the call (on Intel CPUs only;
 elsewhere every row count is packed, as measured on two AMD machines).
 
-Only torch is imported, so `matmul_vs_vllm.py` (run in vLLM's virtualenv) reuses the
-shapes and the timer from here.
+Only torch is imported; `matmul_few_rows.py` and `mkl_packed_rows.py` reuse the shapes
+and the timer from here.
 """
 import sys
 import time
@@ -60,4 +60,6 @@ def main(row_counts=ROWS):
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     main(tuple(int(arg) for arg in sys.argv[1:]) or ROWS)

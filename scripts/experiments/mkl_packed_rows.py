@@ -1,4 +1,4 @@
-"""Issue 18: MKL's own packed fp32 GEMM against the oneDNN packed copy, by row count.
+"""docs/performance.md, change 8: MKL's own packed fp32 GEMM against the oneDNN packed copy.
     .venv/bin/python scripts/experiments/mkl_packed_rows.py
 
 The 120 layer matmuls of a step (random weights of SmolLM2's shapes, `matmul_rows.py`),
@@ -9,6 +9,8 @@ a copy packed by `_mkl_reorder_linear_weight` for exactly that many rows. PyTorc
 count (else it calls plain `F.linear`), so the script also times fewer rows *padded*
 with zero rows up to a copy packed for 16, and prints how far the padded result is
 from `F.linear` on the unpadded rows."""
+import sys
+
 import torch
 import torch.nn.functional as F
 
@@ -59,4 +61,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     main()

@@ -1,10 +1,14 @@
-"""Issue 18: where a continuous run of the peers workload spends its forward passes.
-    .venv/bin/python scripts/experiments/peer_step_kinds.py [float32|bfloat16]
+"""docs/performance.md, change 7: where a continuous run of the peers workload spends its
+forward passes, and its tokens/s in a fresh process.
+    .venv/bin/python scripts/experiments/peer_step_kinds.py [float32|bfloat16] [EXECUTOR]
 
 One `LLM` on its own in this process (no other contender loaded), the bench's peers
 workload (64 chat prompts, 16 at a time, EOS ignored), two timed runs after a warm-up.
 Each forward pass is timed and sorted by what the step carried: 16 decodes, a new
-prompt beside the decodes, 1-3 decodes (the long answers finishing), 4-15 decodes."""
+prompt beside the decodes, 1-3 decodes (the long answers finishing), 4-15 decodes.
+EXECUTOR: "auto" (default), "cpu" or "eager". The forward pass is timed by putting a
+wrapper in the runner's `model` attribute (called as model(input_ids, positions,
+kv_caches, attention, logits_indices))."""
 import statistics
 import sys
 import time
@@ -20,13 +24,13 @@ KINDS = {"16 decodes": lambda rows, seqs: rows == seqs == 16,
          "4-15 decodes": lambda rows, seqs: rows == seqs and 4 <= seqs <= 15}
 
 
-def main(dtype: str) -> None:
+def main(dtype: str, executor: str = "auto") -> None:
     torch.set_num_threads(2)
-    llm = LLM(max_num_seqs=16, dtype=dtype)
+    llm = LLM(max_num_seqs=16, dtype=dtype, executor=executor)
     runner = llm.llm_engine.runner
     model, steps = runner.model, []
 
-    def timed_forward(*args):          # args: input_ids [T], ..., logits_indices [S], backend
+    def timed_forward(*args):          # args: input_ids [T], ..., logits_indices [S]
         start = time.perf_counter()
         out = model(*args)
         steps.append((args[0].shape[0], args[4].shape[0], time.perf_counter() - start))
@@ -51,4 +55,7 @@ def main(dtype: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "float32")
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
+    main(sys.argv[1] if len(sys.argv) > 1 else "float32",
+         sys.argv[2] if len(sys.argv) > 2 else "auto")

@@ -1,4 +1,4 @@
-"""Issue 18, change 6: the "sparse" backend (decode K/V read in place) against "torch".
+"""docs/performance.md, change 6: the "sparse" backend (decode K/V read in place) against "torch".
     .venv/bin/python scripts/experiments/sparse_decode_attention.py
 
 1. One layer's decode attention, hot in cache: G sequences of `nb` blocks (block size
@@ -9,10 +9,14 @@
 2. A real decode step captured from the engine (`captured_steps.py`, ~128 tokens of
    context, KV cache as the engine left it): the 30 layers' attention calls, and the
    whole forward pass, torch against sparse, 8 alternating rounds, with the per-round
-   ratios."""
+   ratios. The model is the readable one (`executor="eager"`), as the two backends run.
+   Both parts use the engine's step API: `step = backend.for_step(meta)` (the plan, once
+   a step), then `step(q, k, v, k_cache, v_cache, scale)` per layer."""
+import sys
+
 import torch
 
-from captured_steps import decode_batches, median_ms                 # this folder
+from captured_steps import decode_batches, median_ms, replay         # this folder
 from minillm import LLM
 from minillm.attention import SparseAttention, TorchAttention
 from benchmarks import ab
@@ -23,14 +27,15 @@ BS, HKV, HQ, D, POOL = 16, 3, 9, 64, 3000
 
 
 def hot_layer_us(backend, G: int, nb: int, k_cache, v_cache) -> float:
-    """One layer's call for G decodes of nb blocks each (plan already built), µs."""
+    """One layer's call for G decodes of nb blocks each (plan built once, outside), µs."""
     perm = torch.randperm(POOL).tolist()
     tables = [perm[i * nb:(i + 1) * nb] for i in range(G)]
     lens = [nb * BS - 3] * G
     slots = [t[(n - 1) // BS] * BS + (n - 1) % BS for t, n in zip(tables, lens)]
     meta = build_attention_metadata([1] * G, lens, tables, slots, BS, torch.device("cpu"))
     q, k, v = (torch.randn(G, h, D) for h in (HQ, HKV, HKV))
-    call = lambda: backend(q, k, v, k_cache, v_cache, meta, D ** -0.5)        # noqa: E731
+    step = backend.for_step(meta)
+    call = lambda: step(q, k, v, k_cache, v_cache, D ** -0.5)                 # noqa: E731
     for _ in range(5):
         call()
     return 1e3 * median_ms(call, 30)
@@ -52,21 +57,20 @@ def hot() -> None:
 
 
 def real_step() -> None:
-    llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype="float32")
+    llm = LLM("smollm2-135m", max_num_seqs=16, num_kv_blocks=16 * 12, dtype="float32",
+              executor="eager", attention_backend="sparse")
     runner = llm.llm_engine.runner
     for size, batch in decode_batches(llm, sizes=(16, 8, 4)).items():
         q = torch.randn(size, HQ, D)
         k, v = torch.randn(size, HKV, D), torch.randn(size, HKV, D)
 
         def attention(backend):                 # every layer's call, as in one step
-            batch.meta.scratch.clear()
+            step = backend.for_step(batch.meta)
             for k_cache, v_cache in runner.kv_caches:
-                backend(q, k, v, k_cache, v_cache, batch.meta, D ** -0.5)
+                step(q, k, v, k_cache, v_cache, D ** -0.5)
 
         def forward(backend):
-            batch.meta.scratch.clear()
-            return runner.model(batch.input_ids, batch.positions, runner.kv_caches, batch.meta,
-                                batch.logits_indices, backend)
+            return replay(runner, batch, backend)
         backends = {"torch": TorchAttention(), "sparse": SparseAttention()}
         diff = (forward(backends["torch"]) - forward(backends["sparse"])).abs().max().item()
         runners = {}
@@ -84,6 +88,8 @@ def real_step() -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     torch.set_num_threads(2)
     torch.manual_seed(0)
     keep_freed_memory()         # as an engine on the CPU does (else 3.5 MB gathers page-fault)

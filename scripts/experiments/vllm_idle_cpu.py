@@ -1,4 +1,5 @@
-"""Issue 18: how long vLLM's processes stay busy after a run (why the bench waits).
+"""docs/performance.md, "vLLM on this CPU": how long vLLM's processes stay busy after a run
+(why the peers bench waits, `benchmarks/peers.py: wait_until_idle`).
     .venv/bin/python scripts/experiments/vllm_idle_cpu.py /tmp/vllm-venv/bin/python
 
 Starts the bench's vLLM worker (`benchmarks/peers.py`), sends it a 2-token and a
@@ -30,4 +31,6 @@ def main(python: str) -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/vllm-venv/bin/python")

@@ -1,5 +1,5 @@
 """Does vLLM's prefix caching change the peers comparison? (docs/performance.md,
-"vLLM on this CPU"). Two steps, in two virtualenvs:
+"vLLM on this CPU" and "Online serving"). Two steps, in two virtualenvs:
 
     .venv/bin/python scripts/experiments/vllm_prefix_caching.py dump /tmp/peers.json
     /tmp/vllm-venv/bin/python scripts/experiments/vllm_prefix_caching.py run /tmp/peers.json on
@@ -71,6 +71,8 @@ def repeat() -> None:
 
 
 if __name__ == "__main__":        # vLLM's engine core is a spawned process: keep this guard
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     if sys.argv[1] == "dump":
         dump(sys.argv[2])
     elif sys.argv[1] == "repeat":

@@ -1,4 +1,5 @@
-"""Issue 18: the peers workload step by step, in minillm and in vLLM, by step kind.
+"""docs/performance.md, "minillm vs other engines": the peers workload step by step, in
+minillm and in vLLM, by step kind.
     .venv/bin/python scripts/experiments/vllm_step_kinds.py float32 /tmp/vllm-venv/bin/python
 
 `peer_step_kinds.py` times minillm's forward passes by what a step carried; this times
@@ -92,7 +93,7 @@ def run_minillm(dtype: str, path: str) -> None:
     engine, runner = llm.llm_engine, llm.llm_engine.runner
     model, steps, last = runner.model, [], {}
 
-    def shaped_forward(*args):          # args: input_ids [T], ..., logits_indices [S], backend
+    def shaped_forward(*args):          # args: input_ids [T], ..., logits_indices [S]
         last["shape"] = (args[0].shape[0], args[4].shape[0])
         return model(*args)
     step = engine.step
@@ -131,6 +132,8 @@ def main(dtype: str, vllm_python: str) -> None:
 
 
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__))
     if sys.argv[1] == "--worker":
         run_vllm(sys.argv[2], sys.argv[3])
     else:

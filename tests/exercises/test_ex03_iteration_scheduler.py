@@ -11,7 +11,7 @@ import pytest
 from minillm import LLM, SamplingParams
 from minillm.kv_cache import KVCacheManager
 from minillm.model.tiny import build_tiny_llama
-from minillm.scheduler import SchedulerConfig
+from minillm.config import EngineConfig
 from minillm.engine.sequence import Sequence
 
 EXERCISE = "ex03_iteration_scheduler"
@@ -58,7 +58,8 @@ def sequence(n_prompt, max_tokens):
 
 
 def test_worst_case_blocks(ex):
-    sched = ex.IterationScheduler(SchedulerConfig(max_model_len=100), KVCacheManager(64, 16))
+    sched = ex.IterationScheduler(EngineConfig(max_model_len=100, max_num_batched_tokens=100),
+                                 KVCacheManager(64, 16))
     assert sched.worst_case_blocks(sequence(20, 30)) == 4        # 50 tokens
     assert sched.worst_case_blocks(sequence(16, 16)) == 2        # exactly 32
     assert sched.worst_case_blocks(sequence(1, 1)) == 1
@@ -66,7 +67,7 @@ def test_worst_case_blocks(ex):
 
 
 def test_can_admit_checks_slots_budget_and_memory(ex):
-    config = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=32, max_model_len=512)
+    config = EngineConfig(max_num_seqs=2, max_num_batched_tokens=32, max_model_len=512)
     sched = ex.IterationScheduler(config, KVCacheManager(10, 4))
     newcomer = sequence(8, 8)                                     # worst case 16 tokens: 4 blocks
     assert sched.can_admit(newcomer, num_running=0, budget_left=32)

@@ -145,8 +145,8 @@ def test_your_flat_batch_runs_the_model(ex):
         meta = build_attention_metadata([b - a for a, b in zip(starts, starts[1:])],
                                         batch["seq_lens"].tolist(), [r[2] for r in requests],
                                         batch["slot_mapping"].tolist(), BLOCK, torch.device("cpu"))
-        logits = model(batch["input_ids"], batch["positions"], caches, meta,
-                       batch["logits_indices"], TorchAttention())          # [B, V]
+        logits = model(batch["input_ids"], batch["positions"], caches,
+                       TorchAttention().for_step(meta), batch["logits_indices"])   # [B, V]
         with torch.no_grad():
             for b, (tokens, _, _) in enumerate(requests):
                 ref = hf(torch.tensor([tokens])).logits[0, -1]

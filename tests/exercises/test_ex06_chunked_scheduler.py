@@ -81,11 +81,11 @@ def test_decodes_first_then_chunks(ex):
     """One schedule() call on hand-made state: the plan's order and sizes."""
     from minillm.kv_cache import KVCacheManager
     from minillm.sampling_params import SamplingParams
-    from minillm.scheduler import SchedulerConfig
+    from minillm.config import EngineConfig
     from minillm.engine.sequence import Sequence, SequenceStatus
 
-    config = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=10,
-                             enable_chunked_prefill=True)
+    config = EngineConfig(max_num_seqs=4, max_num_batched_tokens=10, max_model_len=2048,
+                          enable_chunked_prefill=True)
     sched = ex.ChunkedPrefillScheduler(config, KVCacheManager(64, 4))
     p = SamplingParams(max_tokens=50)
     mid = Sequence("mid-prompt", list(range(30)), p, arrival_time=0.0)
