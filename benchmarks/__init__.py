@@ -29,8 +29,7 @@ What it measures, one module per experiment (`registry.py` lists them):
 The rest of the package: `common.py` (the loaded model, running a workload on an
 `LLM`, text and plot formatting), `ab.py` (alternating rounds, medians, paired
 ratios), `workloads.py` (the prompt text), `answers.py` (same answers with and
-without a technique), `run.py` (run, print, write), `history.py` (one decode step,
-the code of several commits side by side).
+without a technique), `run.py` (run, print, write).
 
 **Adding an experiment** touches one new file and one line: write
 `benchmarks/NAME.py` with its workload sizes, `planned_runs(config)`, `run(bench)`,

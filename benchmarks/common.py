@@ -50,7 +50,7 @@ class BenchConfig:
     chunk_budget: int = 256            # max_num_batched_tokens with chunked prefill
     experiments: tuple | None = None   # names in `registry.EXPERIMENTS`; None: all of them
     peers: bool = False
-    vllm_python: str | None = None     # python of a virtualenv with vLLM (see PERFORMANCE.md)
+    vllm_python: str | None = None     # python of a virtualenv with vLLM (see docs/performance.md)
     out: str = "bench-results"
     progress: bool = True
 

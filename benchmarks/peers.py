@@ -5,7 +5,9 @@ skewed (lognormal) law, EOS ignored so every engine produces exactly the same nu
 of tokens per request, `max_num_seqs` sequences at a time, the same dtype and thread
 count. Contenders:
 
-* **minillm** — static, continuous, continuous + chunked prefill;
+* **minillm** — static, continuous, continuous + chunked prefill, on the executor
+  `LLM(executor="auto")` picks here, and continuous once more on the readable model
+  ("eager"), when auto picked another: its ratio is the readable engine's own;
 * **transformers `generate`** and **transformers continuous batching** (`hf_peers.py`);
 * **vLLM** (CPU build) — only when a Python with vLLM is given (`--vllm-python`); it
   runs in its own process and virtualenv (`vllm_worker.py`; see
@@ -78,7 +80,7 @@ def peer_prompts(tokenizer, shape: PeerShape = FULL_PEERS, vocab_size: int | Non
 
 
 def planned_runs(config) -> int:
-    return config.rounds * (6 if config.vllm_python else 5)
+    return config.rounds * (7 if config.vllm_python else 6)
 
 
 def run_minillm(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> dict:
@@ -121,7 +123,7 @@ class VllmWorker:
     def run(self, prompts: list[list[int]], lens: list[int], wait_idle: bool = True) -> dict:
         """One timed run in vLLM; then (unless `wait_idle` is False) wait for its
         processes to go quiet: after a run they keep one core busy for about a second
-        (measured: PERFORMANCE.md), and the next contender must not start on one core."""
+        (measured: docs/performance.md), and the next contender must not start on one core."""
         self.proc.stdin.write(json.dumps({"cmd": "run", "prompts": prompts, "max_tokens": lens}) + "\n")
         self.proc.stdin.flush()
         reply = self._read()
@@ -180,8 +182,9 @@ def vllm_status(python: str | None) -> str | None:
     return None
 
 
-def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list]:
-    """({name: runner} warmed up, {name: why skipped}, the vLLM workers to close)."""
+def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list, str]:
+    """({name: runner} warmed up, {name: why skipped}, the vLLM workers to close, the
+    executor minillm's contenders run on)."""
     cfg = bench.config
     n = cfg.max_num_seqs
     warm = [2] * min(n, len(prompts))                     # output lengths of the warm-up runs
@@ -190,6 +193,13 @@ def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list]:
     for mode, llm in bench.mode_llms(("static", "continuous", "chunked"), blocks).items():
         warm_up(llm, prompts[:n])
         runners[f"minillm {mode}"] = partial(run_minillm, llm, specs, prompts)
+    if llm.llm_engine.config["executor"] != "eager":          # the readable model beside it
+        eager = bench.make_llm(num_kv_blocks=blocks, executor="eager",
+                               **bench.mode_kwargs("continuous"))
+        warm_up(eager, prompts[:n])
+        runners[f"{BASE} (eager)"] = partial(run_minillm, eager, specs, prompts)
+    else:
+        skipped[f"{BASE} (eager)"] = "skipped: the executor above already is the readable one"
     hf = bench.hf_model.to(bench.dtype)
     pad = bench.tokenizer.pad_token_id if bench.tokenizer is not None else 0
     pad = 0 if pad is None else pad
@@ -205,7 +215,7 @@ def contenders(bench, specs, prompts, lens) -> tuple[dict, dict, list]:
         runners["vLLM"] = partial(worker.run, prompts, lens)
     else:
         skipped["vLLM"] = reason
-    return runners, skipped, workers
+    return runners, skipped, workers, llm.llm_engine.config["executor"]
 
 
 def run(bench) -> dict:
@@ -215,7 +225,7 @@ def run(bench) -> dict:
     prompts = peer_prompts(bench.tokenizer, shape, bench.vocab_size, cfg.seed)
     lens = peer_output_lengths(shape, cfg.seed)
     specs = [RequestSpec(f"chat-{i}", len(p), n, n) for i, (p, n) in enumerate(zip(prompts, lens))]
-    runners, skipped, workers = contenders(bench, specs, prompts, lens)
+    runners, skipped, workers, executor = contenders(bench, specs, prompts, lens)
     try:
         results = alternate(runners, cfg.rounds, on_run=bench.tick)
     finally:
@@ -228,7 +238,7 @@ def run(bench) -> dict:
                          "prompt_tokens": sum(len(p) for p in prompts), "output_max": max(lens),
                          "output_median": median(lens), "shape": vars(shape),
                          "max_num_seqs": cfg.max_num_seqs, "threads": cfg.threads,
-                         "dtype": cfg.dtype},
+                         "dtype": cfg.dtype, "executor": executor},
             "runs": results, "medians": {k: median([r["tokens_per_s"] for r in v])
                                          for k, v in results.items()},
             "ratios": ratios, "skipped": skipped,
@@ -247,7 +257,8 @@ def text(r: dict) -> str:
     w = r["workload"]
     head = (f"Peers — {w['num_requests']} chat prompts, {w['output_tokens']:,} output tokens "
             f"(median {w['output_median']:.0f}, max {w['output_max']}), EOS ignored, "
-            f"{w['max_num_seqs']} concurrent, {w['dtype']}, {w['threads']} threads")
+            f"{w['max_num_seqs']} concurrent, {w['dtype']}, {w['threads']} threads; minillm's "
+            f"executor {w.get('executor', '?')!r}")
     rows = [[name, num(r["medians"][name]), f"{median([x['elapsed_s'] for x in runs]):.1f} s",
              pct(1 - runs[0]["useful_tokens"] / runs[0]["computed_tokens"])]
             for name, runs in r["runs"].items()]

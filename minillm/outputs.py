@@ -5,7 +5,8 @@
     out.error                  what went wrong when finish_reason is "error" (else None)
     out.metrics.ttft / .tpot / .e2e_latency (seconds) and the raw timestamps
 
-The latencies (TTFT, TPOT, E2E, on the engine clock) are defined once, in `metrics.py`.
+The latencies (TTFT, TPOT, E2E, on the engine clock) are defined once, in `sim/metrics.py`.
+`EngineStats` is the engine's snapshot of its queues and KV cache (`LLMEngine.stats`).
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ def pytest_addoption(parser):
     engine.addoption("--engine-dtype", choices=("float32", "float16", "bfloat16"), default=None,
                      help="engine dtype (default: auto); transformers, the oracle, runs in "
                           "float32, so exact greedy agreement is expected in float32 only")
+    engine.addoption("--engine-executor", choices=("eager", "cpu"), default=None,
+                     help="run the oracle tests on this executor only (default: every "
+                          "executor that runs here)")
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +71,37 @@ def engine_options(request) -> dict:
               "attention_backend": request.config.getoption("--engine-backend"),
               "dtype": getattr(torch, dtype) if dtype else None}
     return {key: value for key, value in chosen.items() if value is not None}
+
+
+def cpu_executor_reason() -> str | None:
+    """Why the "cpu" executor cannot run SmolLM2-shaped fp32 models here (None: it can):
+    MINILLM_EXECUTOR=eager keeps it out, or its kernels do not build."""
+    from minillm.model.executor import EXECUTORS, load_plugins
+    load_plugins()
+    if "cpu" not in EXECUTORS:
+        return "the cpu executor is not registered (MINILLM_EXECUTOR=eager?)"
+    config = type("Config", (), {"num_attention_heads": 9, "num_key_value_heads": 3,
+                                 "hidden_size": 576, "head_dim": 64})()
+    return EXECUTORS["cpu"]().unavailable_reason(torch.device("cpu"), torch.float32, config)
+
+
+@pytest.fixture(scope="session")
+def executors_under_test(request) -> list[str]:
+    """The executors the oracle tests compare: `--engine-executor`, else "eager" and,
+    where it runs, "cpu" (never on a CUDA engine: it is a CPU executor)."""
+    chosen = request.config.getoption("--engine-executor")
+    if chosen:
+        return [chosen]
+    on_cuda = request.config.getoption("--engine-device") == "cuda"
+    return ["eager"] + ([] if on_cuda or cpu_executor_reason() else ["cpu"])
+
+
+@pytest.fixture
+def cpu_executor():
+    """Skip a test about the "cpu" executor where it cannot run."""
+    reason = cpu_executor_reason()
+    if reason:
+        pytest.skip(reason)
 
 
 def pytest_configure(config):

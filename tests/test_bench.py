@@ -146,69 +146,6 @@ def test_peak_flops_is_the_faster_of_blas_and_the_engines_packed_kernel():
 
 # ------------------------------------------------------------------ checks and report
 
-def test_history_contexts_and_decode_batch_lay_out_each_sequence():
-    from benchmarks.history import decode_batch, parse_contexts
-    assert parse_contexts("128", 3) == [128, 128, 128]
-    assert parse_contexts("1000,60x3", 16) == [1000, 60, 60, 60]
-    contexts = [33, 5, 16]
-    ids, pos, meta, rows = decode_batch(contexts, block_size=16, num_blocks=12)
-    assert pos.tolist() == contexts and meta.seq_lens_list == [34, 6, 17]
-    used = [b for t, c in zip(meta.block_tables.tolist(), contexts) for b in t[:-(-(c + 1) // 16)]]
-    assert len(used) == len(set(used)) == 3 + 1 + 2           # no block shared by two sequences
-    for b, c in enumerate(contexts):                          # the new token's slot
-        table = meta.block_tables[b].tolist()
-        assert meta.slot_mapping[b].item() == table[c // 16] * 16 + c % 16
-
-
-def _git_has(commit: str) -> bool:
-    import subprocess
-    from benchmarks.git_versions import REPO
-    try:
-        return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=REPO,
-                              capture_output=True).returncode == 0
-    except OSError:
-        return False
-
-
-def test_history_loads_each_commit_in_isolation_and_steps_it(tmp_path):
-    """Old layout (attention.py, attention_metadata.py) and new, beside the working tree."""
-    import sys
-    from benchmarks.git_versions import load_version
-    from benchmarks.history import compare
-    import minillm.model.llama
-    if not _git_has("HEAD"):
-        pytest.skip("not a git checkout")
-    commits = [c for c in ("29b225f", "HEAD") if _git_has(c)] + ["."]
-    before = {k: v for k, v in sys.modules.items() if k.startswith("minillm")}
-    versions = [load_version(c, tmp_path) for c in commits]
-    assert all(sys.modules[k] is v for k, v in before.items())     # ours, put back
-    assert not [m for m in sys.modules.values()                       # theirs, not left in
-                if str(tmp_path) in (getattr(m, "__file__", None) or "")]
-    worktree = versions[-1]
-    assert worktree.model is minillm.model.llama.LlamaModel
-    assert worktree.attention.name == "cpp"                  # each version's default CPU backend
-    for v in versions[:-1]:                                   # each commit's own code
-        assert v.model is not minillm.model.llama.LlamaModel
-        for piece in (v.model.__init__, v.attention.__call__, v.build_metadata):
-            assert piece.__code__.co_filename.startswith(str(tmp_path / v.name))
-    if "29b225f" in commits:
-        assert versions[0].build_metadata.__code__.co_filename.endswith("attention_metadata.py")
-        assert versions[0].attention.name == "torch"          # from before the sparse backend
-    results = compare(versions, build_tiny_llama(seed=0), [33, 5, 16], torch.float32, rounds=1)
-    assert list(results) == commits
-    for r in results.values():
-        assert len(r["rounds"]) == 1 and r["rounds"][0] > 0
-        assert r["max_logit_diff"] < 1e-3                     # the same forward pass, any layout
-
-
-def test_history_flags_are_checked():
-    from benchmarks.history import parse_args
-    for argv in (["HEAD", "HEAD"], ["HEAD", "--rounds", "0"], ["HEAD", "--batch", "x"]):
-        with pytest.raises(SystemExit):
-            parse_args(argv)
-    assert parse_args(["29b225f", "."]).commits == ["29b225f", "."]
-
-
 def test_wrong_token_counts_are_refused():
     trace = Trace(requests={"a": RequestRecord("a", 0.0, 3, 5, output_len=4)})
     with pytest.raises(RuntimeError, match="wrong number of tokens"):

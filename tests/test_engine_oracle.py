@@ -7,11 +7,13 @@ get alone. A difference is
 tolerated only at a numerical near-tie (transformers' top-2 logit gap < 1e-3 at the
 first differing position) — such cases are counted and printed.
 
-Where the engine runs is the engine's own default (the CPU and the torch backend on a
-machine without a GPU) unless pytest is given `--engine-device`, `--engine-backend`,
-`--engine-dtype` (tests/conftest.py): `scripts/gpu_check.sh` runs this file with
-`--engine-device cuda --engine-backend triton --engine-dtype float32`, the Triton kernels
-on a GPU against transformers on the CPU.
+Every configuration runs on each executor that runs here — the readable model
+("eager") and, where its kernels build, the "cpu" executor (tests/conftest.py:
+`executors_under_test`) — and the two must give the very same tokens. Where the engine
+runs is otherwise the engine's own default unless pytest is given `--engine-device`,
+`--engine-backend`, `--engine-dtype`, `--engine-executor`: `scripts/gpu_check.sh` runs
+this file with `--engine-device cuda --engine-backend triton --engine-dtype float32`,
+the Triton kernels on a GPU against transformers on the CPU.
 """
 
 from __future__ import annotations
@@ -59,32 +61,49 @@ def oracle(smollm2):
 
 @pytest.mark.model
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_greedy_tokens_equal_transformers(name, smollm2, oracle, engine_options):
+def test_greedy_tokens_equal_transformers_on_every_executor(name, smollm2, oracle,
+                                                            engine_options, executors_under_test):
+    tokens = {executor: run_and_check(name, executor, smollm2, oracle, engine_options)
+              for executor in executors_under_test}
+    first, *others = tokens
+    for executor in others:
+        assert tokens[executor] == tokens[first], f"{executor} and {first} differ"
+
+
+def run_and_check(name, executor, smollm2, oracle, engine_options) -> list[list[int]]:
+    """Run one configuration on one executor, check it against transformers; its tokens."""
     hf, tokenizer = smollm2
     prompts, refs = oracle
-    llm = LLM(hf, tokenizer=tokenizer, **{"max_num_seqs": 8, **CONFIGS[name], **engine_options})
+    llm = LLM(hf, tokenizer=tokenizer, **{"max_num_seqs": 8, **CONFIGS[name],
+                                          "executor": executor, **engine_options})
     params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in MAX_TOKENS]
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     config = llm.trace.config
-    for key, value in engine_options.items():     # the --engine-* options took effect
+    for key, value in {"executor": executor, **engine_options}.items():   # they took effect
         assert config[key] == str(value).replace("torch.", ""), (key, config[key])
 
     verdicts = [compare_with_ties(o.outputs[0].token_ids, ref, gaps)
                 for o, (ref, gaps) in zip(outs, refs)]
     preemptions = sum(len(s.preempted) for s in llm.trace.steps)
-    print(f"{name} on {config['device']}/{config['attention_backend']}/{config['dtype']}: "
-          f"{verdicts.count('equal')} equal, {verdicts.count('near-tie')} near-ties, "
-          f"{preemptions} preemptions, {len(llm.trace.steps)} steps")
+    print(f"{name} on {config['device']}/{executor}/{config['attention_backend']}/"
+          f"{config['dtype']}: {verdicts.count('equal')} equal, {verdicts.count('near-tie')} "
+          f"near-ties, {preemptions} preemptions, {len(llm.trace.steps)} steps")
     assert "mismatch" not in verdicts, verdicts
     assert verdicts.count("equal") >= len(verdicts) - 1
     assert [len(o.outputs[0].token_ids) for o in outs] == MAX_TOKENS
     assert all(o.outputs[0].finish_reason == "length" for o in outs)
-    kv = llm.llm_engine.scheduler.kv
-    assert kv.num_free_blocks == kv.num_blocks, "every block is back after the run"
+    stats = llm.llm_engine.stats()
+    assert stats.num_free_blocks == stats.num_blocks, "every block is back after the run"
+    check_what_the_config_is_for(name, llm, preemptions)
+    return [o.outputs[0].token_ids for o in outs]
+
+
+def check_what_the_config_is_for(name, llm, preemptions) -> None:
     if name in ("preempting", "swapping"):
         assert preemptions > 0, "this config must force preemption"
     if name == "swapping":
         assert sum(s.num_swapped_out_blocks for s in llm.trace.steps) > 0
+        kv = llm.llm_engine.scheduler.kv
         assert kv.swap_allocator.num_free == kv.swap_allocator.num_blocks
     if name == "speculative":
         proposed = sum(r.num_draft_proposed for r in llm.trace.requests.values())

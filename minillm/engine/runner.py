@@ -1,8 +1,8 @@
 """What executes one engine step, and the clock it keeps.
 
 The engine hands each step's plan to a `Runner` and never asks what is behind it:
-`ModelRunner` (`model_runner.py`) runs the real model on a wall clock, `SimRunner`
-(`sim_runner.py`) prices the step with a cost model and jumps its own clock. That one
+`ModelRunner` (`model/model_runner.py`) runs the real model on a wall clock, `SimRunner`
+(`sim/sim_runner.py`) prices the step with a cost model and jumps its own clock. That one
 interface is what lets every scheduler, widget and lesson run on either.
 """
 

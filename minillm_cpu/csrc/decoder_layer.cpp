@@ -1,5 +1,6 @@
-// A decode step's decoder layers, in one call: the same kernels `LlamaModel.forward`
-// calls one by one with the "cpp" backend, in the same order, on the same numbers.
+// A small step's decoder layers, in one call: the same kernels the readable layers call
+// one by one once the "cpu" executor has swapped its modules in (minillm_cpu/modules.py),
+// in the same order, on the same numbers.
 // `minillm_decoder_layer_float32` is one layer; `minillm_decoder_layers_float32`, all of them.
 //
 //   x      = RMSNorm(h += pending) · input_norm          add_rms_norm   (elementwise.cpp)
@@ -13,12 +14,12 @@
 // Why one call: a decode step's matmuls stream hundreds of megabytes of weights through
 // the caches, so each return to Python between two kernels finds the interpreter's and
 // PyTorch's own code and data evicted, and pays tens of microseconds of cache misses for
-// a kernel that computes for a few. 270 returns a step (nine a layer) become one
-// (PERFORMANCE.md, change 14). Because the arithmetic is the very same calls, the result is the per-kernel
-// path's to the bit (tests/test_cpu_kernels.py checks it).
+// a kernel that computes for a few. Nine returns a layer become one a step
+// (docs/performance.md, change 14). Because the arithmetic is the very same calls, the
+// result is the layer-by-layer path's to the bit (tests/test_forward.py checks it).
 //
 // fp32 only, 1-16 rows (what matmul_few_rows multiplies), and every query row attended by
-// the kernel (no long prefill chunk): `cpu_kernels/decoder_layer.py` decides, per step.
+// the kernel (no long prefill chunk): `minillm_cpu/fused_stack.py` decides, per step.
 
 #include <cstdint>
 #include <vector>
@@ -44,7 +45,7 @@ void minillm_silu_and_mul_float32(const float* gate_up, float* out, int64_t rows
 }
 
 // What a layer keeps from step to step: its weights (matmul weights as panels, biases
-// or null) and its slice of the KV cache. Field order = `decoder_layer.py`'s LayerArgs.
+// or null) and its slice of the KV cache. Field order = `fused_stack.py`'s LayerArgs.
 struct LayerArgs {
   const float *input_norm, *post_norm;                    // [H] each
   const float *qkv, *qkv_bias, *o, *o_bias;               // panels, bias [N] or null
@@ -55,7 +56,7 @@ struct LayerArgs {
 };
 
 // What one step shares across its layers: the rows, their rotary rows and the attention
-// metadata (minillm/flat_batch.py). Field order = `decoder_layer.py`'s StepArgs.
+// metadata (minillm/model/batch.py). Field order = `fused_stack.py`'s StepArgs.
 struct StepArgs {
   int64_t rows;
   const float *cos, *sin_signed;                          // [rows, D] each
@@ -70,7 +71,7 @@ struct StepArgs {
 // h [rows, H] (the residual stream, updated in place); pending [rows, H], the previous
 // layer's output not yet added (null at the first layer); out [rows, H], this layer's
 // output. Returns 0, or a kernel's nonzero code for shapes it cannot run; the Python side
-// checks those before the call (`decoder_layer.py`), since h may be half-updated then.
+// checks those before the call (`fused_stack.py`), since h may be half-updated then.
 extern "C" int minillm_decoder_layer_float32(const LayerArgs* w, const StepArgs* s,
                                              const float* pending, float* h, float* out) {
   const int64_t T = s->rows, H = w->hidden, D = w->head_dim, I = w->intermediate;

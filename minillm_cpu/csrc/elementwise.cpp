@@ -1,6 +1,6 @@
 // The element-wise chains between a decoder layer's matmuls, one loop each.
 //
-// In PyTorch each of these is several ops (minillm/model.py): every op is a call into
+// In PyTorch each of these is several ops (minillm/model/llama.py): every op is a call into
 // the library, a pass over the rows, and a new tensor. Here each chain reads its inputs
 // once and writes its outputs once:
 //
@@ -8,7 +8,7 @@
 //   rope           q and k rotated in place: x·cos + rotate_half(x)·sin
 //   silu_and_mul   out = SiLU(gate) · up, from the fused gate/up projection's output
 //
-// Same formulas as model.py, with its roundings: in bf16, PyTorch rounds each op's result
+// Same formulas as llama.py, with its roundings: in bf16, PyTorch rounds each op's result
 // to bf16, so these loops round (`round_as`) wherever the PyTorch code does. float32 sums
 // may be ordered differently (a few units in the last place).
 
@@ -23,8 +23,8 @@ namespace {
 
 // Below this many elements a second thread costs more than it saves. Measured inside a
 // fused decode step (decoder_layer.cpp), where the rows arrive from the matmul spread over
-// both cores' caches: 4096 (16 rows of SmolLM2 run on two threads) took 0.3 ms off a
-// batch-16 step against 32768 (PERFORMANCE.md, change 14).
+// both cores' caches, 4096 (16 rows of SmolLM2 run on two threads) beat 32768
+// (docs/performance.md, change 14).
 constexpr int64_t kParallelElements = 1 << 12;
 
 // residual [rows, H] += x (when x is given);  out [rows, H] = RMSNorm(residual) · weight.
@@ -70,7 +70,7 @@ void rope_head(T* __restrict lo, T* __restrict hi, const T* __restrict c,
 }
 
 // x [rows, heads, D] (rows `row_stride` apart) rotated in place by each row's angles:
-// x·cos + roll(x, D/2)·sin_signed, with cos, sin_signed [rows, D] (model.py's
+// x·cos + roll(x, D/2)·sin_signed, with cos, sin_signed [rows, D] (llama.py's
 // `apply_rope`: sin_signed is −sin on the first half, +sin on the second).
 template <typename T>
 void rope(T* x, int64_t row_stride, int64_t rows, int64_t heads, int64_t D, const T* cos,
@@ -88,7 +88,8 @@ void rope(T* x, int64_t row_stride, int64_t rows, int64_t heads, int64_t D, cons
 // (Two loops, not one: in a single loop GCC's partial-redundancy elimination gives the
 // division a copy for exp_approx's clamped inputs, x / (1 + e^88), and computes it in
 // every vector lane; the result is subnormal, and subnormal results cost the CPU a
-// microcode assist each, which made the loop 13× slower: PERFORMANCE.md, change 12b.)
+// microcode assist each, which made the loop many times slower: docs/performance.md,
+// change 12b.)
 template <typename T>
 void silu_and_mul_row(const T* __restrict gate, const T* __restrict up, T* __restrict o,
                       int64_t I) {

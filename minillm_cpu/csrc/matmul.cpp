@@ -18,14 +18,14 @@
 //    few loads in flight to cover the memory's latency. An explicit prefetch kDistance
 //    floats ahead (8 KiB, into L2) asks for each line long before it is needed, and a
 //    second one kNearDistance floats ahead (1 KiB) moves it on into L1, so that the
-//    loads themselves do not wait on L2 (change 14: 1.07x a batch-16 step).
+//    loads themselves do not wait on L2 (docs/performance.md, change 14).
 //
 // 3. Two streams a thread. Each thread walks two panels at once, far apart in memory
 //    (`rows_times_panels`), so that twice as many lines are on their way at any time;
 //    k goes in blocks of kBlock, and 9-16 rows take a block in two passes of at most 8
 //    rows (the second finds the block in L1) so that both panels' accumulators fit the
-//    32 vector registers. With 16 rows the step's matmuls went from 30.3 to 27.5 ms
-//    (PERFORMANCE.md, change 14; change 13 has the distances and hints tried).
+//    32 vector registers (docs/performance.md: change 14 has what it bought, change 13
+//    the distances and hints tried).
 //
 // Each output is one running sum over k in order, the same for every row and batch size:
 // a row gets the same result whether it is multiplied alone or beside 15 others.

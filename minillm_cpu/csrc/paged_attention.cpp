@@ -97,7 +97,7 @@ void attend_row(const T* q, const T* k_cache, const T* v_cache, const int32_t* t
   auto scores_of = [&](int64_t h, int64_t g) { return scores + ((h - h0) * G + g) * ctx; };
   // Reading all heads, a block is one contiguous run (bs · Hkv · D values) that the CPU's
   // own prefetcher follows; reading a few heads of each token, the reads stride, and
-  // asking for the next block's lines ahead pays (PERFORMANCE.md, change 14).
+  // asking for the next block's lines ahead pays (docs/performance.md, change 14).
   const bool strided = h1 - h0 < s.num_kv_heads;
 
   // 1. scores, block by block; one query head at a time, its vectors in registers (the
