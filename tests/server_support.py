@@ -1,5 +1,7 @@
 """Shared by the real-model server tests: one `minillm serve` for the whole session
-(started on 127.0.0.1 and a free port, stopped by process group even when a test fails),
+(started on 127.0.0.1 and a free port, stopped by process group even when a test fails;
+it runs the readable engine, `--executor eager`, so the server tests check it beside the
+offline `LLM`, which runs the default executor),
 the official `openai` client, and a check after every test that the server is idle with
 every KV block free."""
 
@@ -44,7 +46,7 @@ def wait_until_idle(server, timeout=30.0) -> dict[str, float]:
 
 @pytest.fixture(scope="session")
 def server():
-    proc = ServerProcess("--max-num-seqs", "8", "--api-key", KEY)
+    proc = ServerProcess("--max-num-seqs", "8", "--api-key", KEY, "--executor", "eager")
     try:
         yield proc.start()
     finally:

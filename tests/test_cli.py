@@ -12,12 +12,16 @@ PROMPT = "Write a short story about a robot who learns to paint."
 
 
 @pytest.mark.model
-def test_generate_command_equals_transformers_greedy(smollm2):
+@pytest.mark.parametrize("executor", ["auto", "eager"])
+def test_generate_command_equals_transformers_greedy(smollm2, executor):
     hf, tokenizer = smollm2
     run = subprocess.run([sys.executable, "-m", "minillm", "generate", PROMPT,
-                          "--max-tokens", "48"], capture_output=True, text=True, timeout=300)
+                          "--max-tokens", "48", "--executor", executor],
+                         capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "tokens/s" in run.stderr
+    if executor == "eager":
+        assert "executor eager" in run.stderr
 
     text = tokenizer.apply_chat_template([{"role": "user", "content": PROMPT}],
                                          add_generation_prompt=True, tokenize=False)
@@ -63,6 +67,7 @@ def test_generate_flags_are_checked_before_the_model_loads(tmp_path, flags, word
     (["--num-kv-blocks", "0"], "--num-kv-blocks must be >= 1"),
     (["--scheduling", "static", "--enable-chunked-prefill"], "--enable-chunked-prefill needs"),
     (["--attention-backend", "flash"], "--attention-backend must be one of"),
+    (["--executor", "turbo"], "--executor: invalid choice"),
     (["--block-size", "0"], "--block-size must be >= 1"),
     (["--model", "no-such-model"], "smollm2-135m"),
 ])
@@ -74,6 +79,31 @@ def test_serve_flags_are_checked_before_the_model_loads(tmp_path, flags, words):
                          capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 2 and words in run.stderr and "Traceback" not in run.stderr
     assert "listening" not in run.stdout and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.unit
+def test_the_engine_flags_are_made_from_engine_config():
+    """Every knob is declared once, in EngineConfig: each command-line field has exactly
+    one flag on `serve` and `generate`, named as the field says, with its default."""
+    from dataclasses import fields
+
+    from minillm.config import EngineConfig
+    from minillm.serving.args import build_parser, flag_name, parse_args
+    serve = {o: a for a in build_parser()._actions for o in a.option_strings}
+    for field in fields(EngineConfig):
+        on_cli = field.metadata.get("cli", True)
+        assert (flag_name(field) in serve) == on_cli, field.name
+        if on_cli:
+            assert serve[flag_name(field)].dest == field.name
+            assert serve[flag_name(field)].default == field.default
+    assert flag_name(next(f for f in fields(EngineConfig) if f.name == "policy")) \
+        == "--scheduling-policy"
+    args = parse_args(["--scheduling-policy", "priority", "--executor", "eager",
+                       "--enable-prefix-caching", "--speculative-config",
+                       '{"method": "ngram", "num_speculative_tokens": 3}'])
+    assert args.engine_config == EngineConfig(policy="priority", executor="eager",
+                                              enable_prefix_caching=True, speculative_config={
+                                                  "method": "ngram", "num_speculative_tokens": 3})
 
 
 @pytest.mark.unit

@@ -259,7 +259,7 @@ def test_engine_refusals_name_the_request_field():
     vocab = InvalidValue("prompt_token_ids[1] = 99 is outside the vocabulary", "prompt_token_ids")
     assert from_engine_error(vocab).param == "prompt"
     long = InvalidValue("prompt too long", "prompt", code="context_length_exceeded")
-    chat = from_engine_error(long, prompt_field="messages")
+    chat = from_engine_error(long, {"prompt": "messages"})
     assert (chat.param, chat.code) == ("messages", "context_length_exceeded")
     assert from_engine_error(ValueError("no parameter known")).param is None
 

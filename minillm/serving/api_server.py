@@ -135,11 +135,10 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         return await serve(request, body, prompts.for_chat(body), True, received)
 
     async def serve(request, body, prompt, chat: bool, received: float):
-        prompt_field = "messages" if chat else "prompt"
         try:
             params = sampling_params(body, prompt.max_tokens)
         except (ValueError, TypeError) as error:
-            raise from_engine_error(error, prompt_field) from None
+            raise from_engine_error(error, prompt.fields) from None
         request_id = uuid.uuid4().hex[:16]
         shape = ResponseShape(chat, request_id, model_name, int(time.time()), prompt.token_ids,
                               body.return_token_ids,
@@ -155,7 +154,7 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         except EngineDeadError as error:
             raise APIError(503, str(error), code="unavailable") from None
         except (ValueError, TypeError) as error:          # the engine refused it
-            raise from_engine_error(error, prompt_field) from None
+            raise from_engine_error(error, prompt.fields) from None
         if body.stream:
             return EngineStreamResponse(stream_events(stream, shape), stream)
         return await full_answer(request, stream, shape)

@@ -60,15 +60,12 @@ def from_validation_error(error, model_cls) -> APIError:
     return APIError(400, f"{param}: {first['msg'].lower()}, got {got!r}", param=param)
 
 
-# the engine's name of a parameter → the request field that carries it
-REQUEST_FIELDS = {"prompt_token_ids": "prompt"}
-
-
-def from_engine_error(error: Exception, prompt_field: str = "prompt") -> APIError:
-    """A ValueError/TypeError from SamplingParams or the engine → a 400 naming the field
-    (`prompt_field`: "messages" for a chat request)."""
+def from_engine_error(error: Exception, fields: dict | None = None) -> APIError:
+    """A ValueError/TypeError from SamplingParams or the engine → a 400 naming the
+    request's field: `fields` maps the engine's parameter names to the request's (a
+    chat's prompt is its "messages"; its max_tokens may be "max_completion_tokens")."""
     param = getattr(error, "param", None)
     if param is not None:
-        param = REQUEST_FIELDS.get(param.split("[")[0], param.split("[")[0])
-        param = prompt_field if param == "prompt" else param
+        param = param.split("[")[0]                      # stop_token_ids[2] → stop_token_ids
+        param = {"prompt_token_ids": "prompt", **(fields or {})}.get(param, param)
     return APIError(400, str(error), param=param, code=getattr(error, "code", None))

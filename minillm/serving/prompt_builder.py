@@ -27,6 +27,7 @@ class Prompt:
     token_ids: list[int]
     text: str | None
     max_tokens: int
+    fields: dict          # the engine's parameter name → the request field that set it
 
 
 class PromptBuilder:
@@ -47,7 +48,7 @@ class PromptBuilder:
         else:
             token_ids, text = list(prompt), None
         return self._with_max_tokens(token_ids, text, request.max_tokens,
-                                     DEFAULT_COMPLETION_MAX_TOKENS, "max_tokens")
+                                     DEFAULT_COMPLETION_MAX_TOKENS, "max_tokens", "prompt")
 
     def for_chat(self, request: ChatCompletionRequest) -> Prompt:
         if not request.messages:
@@ -63,7 +64,7 @@ class PromptBuilder:
         limit, param = request.max_completion_tokens, "max_completion_tokens"
         if limit is None:
             limit, param = request.max_tokens, "max_tokens"
-        return self._with_max_tokens(token_ids, text, limit, None, param)
+        return self._with_max_tokens(token_ids, text, limit, None, param, "messages")
 
     def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
         if self.tokenizer is None:
@@ -71,16 +72,17 @@ class PromptBuilder:
                            "token ids", param="prompt")
         return list(self.tokenizer(text, add_special_tokens=add_special_tokens).input_ids)
 
-    def _with_max_tokens(self, token_ids, text, asked, default, param) -> Prompt:
+    def _with_max_tokens(self, token_ids, text, asked, default, param, prompt_param) -> Prompt:
         """The request's max_tokens: asked, else the default capped by the room left; a
         prompt with no room left goes on to the engine, which says so."""
         room = self.max_model_len - len(token_ids)
+        fields = {"max_tokens": param, "prompt": prompt_param}
         if asked is None:
             fit = room if default is None else min(default, room)
-            return Prompt(token_ids, text, max(fit, 1))
+            return Prompt(token_ids, text, max(fit, 1), fields)
         if 0 < room < asked:
             raise APIError(400, f"this model's context is {self.max_model_len} tokens; you asked "
                            f"for {len(token_ids)} prompt + {asked} output tokens: lower "
                            f"{param} to at most {room} or shorten the prompt", param=param,
                            code="context_length_exceeded")
-        return Prompt(token_ids, text, asked)
+        return Prompt(token_ids, text, asked, fields)
