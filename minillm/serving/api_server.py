@@ -62,16 +62,6 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         await engine.shutdown()
 
     app = FastAPI(title="minillm", lifespan=lifespan, docs_url=None, redoc_url=None)
-    created = int(time.time())
-
-    def require_key(request: Request) -> None:
-        if api_key is None:
-            return
-        header = request.headers.get("authorization", "")
-        if header != f"Bearer {api_key}":
-            what = "is missing" if not header else "is wrong"
-            raise APIError(401, f"the API key {what}: send the header 'Authorization: Bearer "
-                           "<key>' with the key the server was started with", code="invalid_api_key")
 
     @app.exception_handler(APIError)
     async def api_error(request, error: APIError):
@@ -81,6 +71,29 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
     async def http_error(request, error):
         message = f"{request.method} {request.url.path}: {error.detail}"
         return JSONResponse(error_body(error.status_code, message), status_code=error.status_code)
+
+    keyed = [Depends(key_check(api_key))]
+    add_status_routes(app, engine, prompts, metrics, model_name, keyed)
+    add_generation_routes(app, engine, prompts, metrics, model_name, keyed)
+    return app
+
+
+def key_check(api_key: str | None):
+    """The dependency that enforces `Authorization: Bearer <api_key>` (None: open)."""
+    def require_key(request: Request) -> None:
+        if api_key is None:
+            return
+        header = request.headers.get("authorization", "")
+        if header != f"Bearer {api_key}":
+            what = "is missing" if not header else "is wrong"
+            raise APIError(401, f"the API key {what}: send the header 'Authorization: Bearer "
+                           "<key>' with the key the server was started with", code="invalid_api_key")
+    return require_key
+
+
+def add_status_routes(app, engine, prompts, metrics, model_name: str, keyed: list) -> None:
+    """/health, /metrics, /minillm/requests and /v1/models."""
+    created = int(time.time())
 
     @app.get("/health")
     async def health():
@@ -92,74 +105,83 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
     async def prometheus():
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/minillm/requests", dependencies=[Depends(require_key)])
+    @app.get("/minillm/requests", dependencies=keyed)
     async def recent_requests(ids: str | None = None):
         return {"requests": metrics.log.find(ids.split(",") if ids else None)}
 
-    @app.get("/v1/models", dependencies=[Depends(require_key)])
+    @app.get("/v1/models", dependencies=keyed)
     async def models():
         card = {"id": model_name, "object": "model", "created": created, "owned_by": "minillm",
                 "max_model_len": prompts.max_model_len}
         return {"object": "list", "data": [card]}
 
-    async def parse(request: Request, model_cls):
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            raise APIError(413, f"the request body is {len(body)} bytes; the limit is "
-                           f"{MAX_BODY_BYTES}", code="request_too_large")
-        try:
-            parsed = model_cls.model_validate_json(body)
-        except ValidationError as error:
-            if error.errors()[0]["type"] in ("json_invalid", "json_type", "model_type"):
-                raise APIError(400, "the body is not a JSON object: send e.g. "
-                               '{"model": "...", "prompt": "Hello"} with Content-Type: '
-                               "application/json", code="invalid_json") from None
-            raise from_validation_error(error, model_cls) from None
-        if parsed.model is not None and parsed.model != model_name:
-            raise APIError(404, f"model {parsed.model!r} is not served here; this server "
-                           f"serves {model_name!r} (see GET /v1/models)", param="model",
-                           code="model_not_found")
-        check_supported(parsed)
-        return parsed
 
-    @app.post("/v1/completions", dependencies=[Depends(require_key)])
+def add_generation_routes(app, engine, prompts, metrics, model_name: str, keyed: list) -> None:
+    """POST /v1/completions and /v1/chat/completions."""
+
+    @app.post("/v1/completions", dependencies=keyed)
     async def completions(request: Request):
         received = time.perf_counter()
-        body = await parse(request, CompletionRequest)
-        return await serve(request, body, prompts.for_completion(body), False, received)
+        body = await parse(request, CompletionRequest, model_name)
+        return await serve(engine, metrics, request, body, prompts.for_completion(body),
+                           chat=False, model_name=model_name, received=received)
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(require_key)])
+    @app.post("/v1/chat/completions", dependencies=keyed)
     async def chat_completions(request: Request):
         received = time.perf_counter()
-        body = await parse(request, ChatCompletionRequest)
-        return await serve(request, body, prompts.for_chat(body), True, received)
+        body = await parse(request, ChatCompletionRequest, model_name)
+        return await serve(engine, metrics, request, body, prompts.for_chat(body),
+                           chat=True, model_name=model_name, received=received)
 
-    async def serve(request, body, prompt, chat: bool, received: float):
-        try:
-            params = sampling_params(body, prompt.max_tokens)
-        except (ValueError, TypeError) as error:
-            raise from_engine_error(error, prompt.fields) from None
-        request_id = uuid.uuid4().hex[:16]
-        shape = ResponseShape(chat, request_id, model_name, int(time.time()), prompt.token_ids,
-                              body.return_token_ids,
-                              bool(body.stream_options and body.stream_options.include_usage))
-        engine_prompt = {"prompt_token_ids": prompt.token_ids, "prompt": prompt.text}
-        try:
-            stream = await engine.add_request(request_id, engine_prompt, params,
-                                              body.priority, received)
-        except QueueFullError as error:
-            metrics.on_shed()
-            raise APIError(503, str(error), code="queue_full",
-                           headers={"Retry-After": str(error.retry_after)}) from None
-        except EngineDeadError as error:
-            raise APIError(503, str(error), code="unavailable") from None
-        except (ValueError, TypeError) as error:          # the engine refused it
-            raise from_engine_error(error, prompt.fields) from None
-        if body.stream:
-            return EngineStreamResponse(stream_events(stream, shape), stream)
-        return await full_answer(request, stream, shape)
 
-    return app
+async def parse(request: Request, model_cls, model_name: str):
+    """The request's body as `model_cls`, its shape checked (protocol.py)."""
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise APIError(413, f"the request body is {len(body)} bytes; the limit is "
+                       f"{MAX_BODY_BYTES}", code="request_too_large")
+    try:
+        parsed = model_cls.model_validate_json(body)
+    except ValidationError as error:
+        if error.errors()[0]["type"] in ("json_invalid", "json_type", "model_type"):
+            raise APIError(400, "the body is not a JSON object: send e.g. "
+                           '{"model": "...", "prompt": "Hello"} with Content-Type: '
+                           "application/json", code="invalid_json") from None
+        raise from_validation_error(error, model_cls) from None
+    if parsed.model is not None and parsed.model != model_name:
+        raise APIError(404, f"model {parsed.model!r} is not served here; this server "
+                       f"serves {model_name!r} (see GET /v1/models)", param="model",
+                       code="model_not_found")
+    check_supported(parsed)
+    return parsed
+
+
+async def serve(engine, metrics, request, body, prompt, *, chat: bool, model_name: str,
+                received: float):
+    """Hand one checked request to the engine loop; its streamed or full answer."""
+    try:
+        params = sampling_params(body, prompt.max_tokens)
+    except (ValueError, TypeError) as error:
+        raise from_engine_error(error, prompt.fields) from None
+    request_id = uuid.uuid4().hex[:16]
+    shape = ResponseShape(chat, request_id, model_name, int(time.time()), prompt.token_ids,
+                          body.return_token_ids,
+                          bool(body.stream_options and body.stream_options.include_usage))
+    engine_prompt = {"prompt_token_ids": prompt.token_ids, "prompt": prompt.text}
+    try:
+        stream = await engine.add_request(request_id, engine_prompt, params, body.priority,
+                                          received)
+    except QueueFullError as error:
+        metrics.on_shed()
+        raise APIError(503, str(error), code="queue_full",
+                       headers={"Retry-After": str(error.retry_after)}) from None
+    except EngineDeadError as error:
+        raise APIError(503, str(error), code="unavailable") from None
+    except (ValueError, TypeError) as error:          # the engine refused it
+        raise from_engine_error(error, prompt.fields) from None
+    if body.stream:
+        return EngineStreamResponse(stream_events(stream, shape), stream)
+    return await full_answer(request, stream, shape)
 
 
 def sampling_params(body, max_tokens: int) -> SamplingParams:
