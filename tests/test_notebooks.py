@@ -13,9 +13,9 @@ LESSONS = Path(__file__).resolve().parent.parent / "lessons"
 NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
 
 
-@pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_lesson_runs_top_to_bottom(path):
+def run_lesson(path: Path) -> tuple[list[dict], str]:
+    """Execute a lesson in a fresh kernel (its environment: this process's): its errors,
+    and everything its cells printed."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -26,9 +26,26 @@ def test_lesson_runs_top_to_bottom(path):
     start = time.perf_counter()
     client.execute()
     print(f"{path.name}: {time.perf_counter() - start:.0f} s")
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    return [o for o in outputs if o.get("output_type") == "error"], printed
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_lesson_runs_top_to_bottom(path):
+    errors, _ = run_lesson(path)
     assert not errors
+
+
+@pytest.mark.notebooks
+def test_a_lesson_runs_on_the_readable_engine(monkeypatch):
+    """With `MINILLM_EXECUTOR=eager` no plugin loads: the lesson's engines are the
+    readable model as minillm/model/llama.py writes it (lesson 00 prints which ran)."""
+    monkeypatch.setenv("MINILLM_EXECUTOR", "eager")
+    errors, printed = run_lesson(LESSONS / "00_setup_model_tokens.ipynb")
+    assert not errors
+    assert "executor 'eager'" in printed and "executor 'cpu'" not in printed
 
 
 @pytest.mark.unit
