@@ -233,6 +233,34 @@ def one_plan_per_step_shared_by_the_layers():
     assert counts == {"plan": steps, "attend": steps * llm.model.num_layers}, (counts, steps)
 
 
+def the_appendix_skips_where_minillm_cpu_cannot_run():
+    """Lesson 07's appendix asks `figures/l07.py::cpu_appendix_skip_reason` whether it can
+    run: not with MINILLM_EXECUTOR=eager, not on a CUDA machine."""
+    import importlib
+    import os
+    import sys
+    sys.path.insert(0, str(LESSONS))
+    try:
+        l07 = importlib.import_module("figures.l07")
+    finally:
+        sys.path.remove(str(LESSONS))
+    saved_env, saved_cuda = os.environ.get("MINILLM_EXECUTOR"), torch.cuda.is_available
+    try:
+        os.environ["MINILLM_EXECUTOR"] = "eager"
+        assert "MINILLM_EXECUTOR=eager" in (l07.cpu_appendix_skip_reason() or "")
+        os.environ.pop("MINILLM_EXECUTOR")
+        torch.cuda.is_available = lambda: True
+        assert "CUDA" in (l07.cpu_appendix_skip_reason() or "")
+        torch.cuda.is_available = saved_cuda
+        assert (l07.cpu_appendix_skip_reason() is None) == (cpu_executor_reason() is None)
+    finally:
+        torch.cuda.is_available = saved_cuda
+        if saved_env is None:
+            os.environ.pop("MINILLM_EXECUTOR", None)
+        else:
+            os.environ["MINILLM_EXECUTOR"] = saved_env
+
+
 # ------------------------------------------------------------------ the table
 
 FACTS = [
@@ -269,6 +297,9 @@ FACTS = [
             "→ `FusedDecoderStack`",
             "`llm.model.layers.fused = False` turns it off"),
      cpu_executor_swaps_modules_and_fuses),
+    ("07", ("not with `MINILLM_EXECUTOR=eager` (which keeps every plugin out)",
+            "not on a CUDA machine"),
+     the_appendix_skips_where_minillm_cpu_cannot_run),
     ("01", ("We time the engine's own decode step, `runner.execute(plan)`",
             "asks the attention backend for the step's plan (`runner.backend.for_step(meta)`, "
             "shared by every layer)"),
