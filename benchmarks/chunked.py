@@ -21,10 +21,10 @@ import numpy as np
 from benchmarks.ab import medians, paired_ratios, summary
 from benchmarks.common import (compare_modes, figure, kv_blocks_for, ms, num, ratio_line,
                                   run_numbers, save, table, workload_stats)
-from minillm.sim.metrics import percentiles, request_metrics
 from minillm.engine.trace import Trace
-from minillm.widgets.style import COLORS
+from minillm.sim.metrics import percentiles, request_metrics
 from minillm.sim.workload import RequestSpec, fixed, make_workload, uniform
+from minillm.widgets.style import COLORS
 
 MODES = ("continuous", "chunked")
 LABELS = {"continuous": "no chunking", "chunked": "chunked"}

@@ -28,14 +28,14 @@ from functools import partial
 import numpy as np
 import torch
 
-from minillm import SamplingParams
 from benchmarks.ab import alternate, median
 from benchmarks.workloads import prompt_token_ids
+from minillm import SamplingParams
+from minillm.engine.trace import Trace
 from minillm.kv_cache import cdiv
 from minillm.sim.metrics import summarize
-from minillm.engine.trace import Trace
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import RequestSpec
+from minillm.widgets.style import COLORS
 
 
 @dataclass

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from benchmarks.common import figure, num, pct, save, table, workload_stats
 from minillm.sim.metrics import summarize
 from minillm.sim.simulate import simulate
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import lognormal, make_workload, pareto
+from minillm.widgets.style import COLORS
 
 
 @dataclass(frozen=True)

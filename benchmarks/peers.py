@@ -40,8 +40,8 @@ from benchmarks.common import (figure, kv_blocks_for, num, pct, ratio_line, run_
                                   table, warm_up)
 from benchmarks.hf_peers import hf_continuous, hf_generate_static, peer_result
 from benchmarks.workloads import chat_prompt_ids, chat_questions
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import RequestSpec, fixed, lognormal, make_workload
+from minillm.widgets.style import COLORS
 
 BASE = "minillm continuous"          # every ratio is this contender / another
 TARGETS = {"minillm continuous / transformers generate": 4.0,
@@ -86,8 +86,8 @@ def planned_runs(config) -> int:
 def run_minillm(llm, specs: list[RequestSpec], prompts: list[list[int]]) -> dict:
     """One timed run of the workload on minillm. The time is its Trace's: from the
     requests' arrival to the end of the last step. `run_workload`'s garbage collection
-    before that (~0.16 s with the bench's models loaded, measured) is not engine work,
-    and vLLM's timed run does none."""
+    before that (docs/performance.md has its cost) is not engine work, and vLLM's timed
+    run does none."""
     trace = run_workload(llm, specs, prompts)
     elapsed = trace.duration
     produced = [trace.requests[s.request_id].output_len for s in specs]

@@ -25,8 +25,8 @@ from benchmarks.common import (bars_with_rounds, figure, kv_blocks_for, ms, num,
                                   ratio_line, run_workload, save, table, warm_up)
 from benchmarks.workloads import chat_prompt_ids, chat_questions, prompt_token_ids
 from minillm.sim.metrics import summarize
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import RequestSpec
+from minillm.widgets.style import COLORS
 
 
 @dataclass(frozen=True)

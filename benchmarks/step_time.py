@@ -18,8 +18,8 @@ from functools import partial
 from benchmarks.ab import alternate, median
 from benchmarks.common import figure, num, run_workload, save, table, warm_up
 from benchmarks.roofline import ceiling, decode_cost, measure_bandwidth, measure_matmul_flops
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import RequestSpec
+from minillm.widgets.style import COLORS
 
 TARGET_X_CEILING = 1.5               # at batch 16, step / roofline step
 

@@ -20,8 +20,8 @@ from benchmarks.ab import medians, paired_ratios, summary
 from benchmarks.common import (bars_with_rounds, compare_modes, figure, kv_blocks_for, ms,
                                   num, pct, ratio_line, save, table, workload_stats)
 from minillm.engine.trace import Trace
-from minillm.widgets.style import COLORS
 from minillm.sim.workload import RequestSpec, lognormal, make_workload, pareto
+from minillm.widgets.style import COLORS
 
 MODES = ("static", "continuous", "chunked")
 TARGET = 2.5                         # continuous / static, useful tokens/s

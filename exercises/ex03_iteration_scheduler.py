@@ -37,9 +37,9 @@ Run the check cell at the end of lesson 03 (or `python -m minillm.grading 03`).
 
 from __future__ import annotations
 
+from minillm.engine.sequence import Sequence
 from minillm.kv_cache import cdiv  # noqa: F401  (ceiling division, you will want it)
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row  # noqa: F401
-from minillm.engine.sequence import Sequence
 
 
 class IterationScheduler(Scheduler):

@@ -21,8 +21,8 @@ if not _torch.cuda.is_available():
     # model code does); see kernels/__init__.py. It only matters for the triton backend.
     _os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from minillm.sampling_params import SamplingParams  # noqa: E402
 from minillm.outputs import CompletionOutput, RequestMetrics, RequestOutput  # noqa: E402
+from minillm.sampling_params import SamplingParams  # noqa: E402
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "CompletionOutput",
            "RequestMetrics", "Trace"]

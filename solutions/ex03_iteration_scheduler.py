@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from minillm.engine.sequence import Sequence
 from minillm.kv_cache import cdiv
 from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
-from minillm.engine.sequence import Sequence
 
 
 class IterationScheduler(Scheduler):

@@ -49,8 +49,8 @@ cell at the end of lesson 06 (or `python -m minillm.grading 06`).
 
 from __future__ import annotations
 
-from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
 from minillm.engine.sequence import Sequence, SequenceStatus
+from minillm.scheduler import Scheduler, SchedulerOutput, scheduled_row
 
 
 class ChunkedPrefillScheduler(Scheduler):

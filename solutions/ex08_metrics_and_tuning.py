@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from minillm.sim.simulate import simulate
-from minillm.sim.sim_runner import CostModel
 from minillm.engine.trace import Trace
+from minillm.sim.sim_runner import CostModel
+from minillm.sim.simulate import simulate
 from minillm.sim.workload import RequestSpec
 
 METRICS = ("ttft", "tpot", "itl", "e2e")

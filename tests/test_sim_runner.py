@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from minillm.sim.metrics import summarize
-from minillm.scheduler import ScheduledSequence, SchedulerOutput
-from minillm.sampling_params import SamplingParams
 from minillm.engine.sequence import Sequence
+from minillm.sampling_params import SamplingParams
+from minillm.scheduler import ScheduledSequence, SchedulerOutput
 from minillm.sim.calibrate import calibrate, fit_quality
+from minillm.sim.metrics import summarize
 from minillm.sim.sim_runner import DEFAULT_COST_MODEL, CostModel, SimRunner, attention_pairs
 from minillm.sim.simulate import make_sim_engine, simulate
 from minillm.sim.workload import RequestSpec, preset_workload, seed_example

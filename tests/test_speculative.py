@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.model.tiny import build_tiny_llama
 from minillm.engine.speculative import NgramProposer, accept_drafts
+from minillm.model.tiny import build_tiny_llama
 
 pytestmark = pytest.mark.unit
 

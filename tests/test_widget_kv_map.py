@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minillm.sim.simulate import simulate
-from minillm.sim.metrics import kv_utilization
 from minillm.engine.trace import Trace
+from minillm.sim.metrics import kv_utilization
+from minillm.sim.simulate import simulate
+from minillm.sim.workload import chat_burst
 from minillm.widgets.draw import block_image
 from minillm.widgets.kv_map import KVBlockMap
 from minillm.widgets.layout import FREE, block_map
 from minillm.widgets.style import COLORS
-from minillm.sim.workload import chat_burst
 
 pytestmark = pytest.mark.unit
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from minillm.sim.simulate import simulate
+from minillm.sim.workload import RequestSpec, chat_burst
 from minillm.widgets.layout import HELD, STATE_NAMES, block_map, slot_assignments, slot_layout
 from minillm.widgets.stepper import EngineStepper
-from minillm.sim.workload import RequestSpec, chat_burst
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from minillm.sim.simulate import simulate
+from minillm.sim.workload import RequestSpec, seed_example
 from minillm.widgets.layout import DECODE, EMPTY, IDLE, PREFILL, slot_layout
 from minillm.widgets.slot_waste import SlotWasteExplorer, length_dist, output_lengths
-from minillm.sim.workload import RequestSpec, seed_example
 
 pytestmark = pytest.mark.unit
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from minillm.sampling_params import SamplingParams
 from minillm.engine.sequence import Sequence
+from minillm.sampling_params import SamplingParams
 from minillm.widgets.style import COLORS
 
 

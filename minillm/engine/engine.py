@@ -27,17 +27,16 @@ import bisect
 import contextlib
 
 from minillm.engine.checks import check_int, check_number
-from minillm.outputs import EngineStats, RequestOutput, request_output
 from minillm.engine.prompts import check_in_vocab, prompt_token_ids
 from minillm.engine.runner import Runner
-from minillm.sampling_params import SamplingParams, request_seed
-from minillm.scheduler import Scheduler, SchedulerOutput
 from minillm.engine.sequence import Sequence, SequenceStatus
 from minillm.engine.speculative import propose_drafts, verify_drafts
 from minillm.engine.trace import Trace, record_request, record_step
+from minillm.outputs import EngineStats, RequestOutput, request_output
+from minillm.sampling_params import SamplingParams, request_seed
+from minillm.scheduler import Scheduler, SchedulerOutput
 
 MAX_ARRIVAL_DELAY = 24 * 3600.0   # seconds: an arrival further ahead is surely a mistake
-
 
 
 class LLMEngine:

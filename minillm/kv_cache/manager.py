@@ -27,8 +27,8 @@ that is already free is a bug and raises at once.
 
 from __future__ import annotations
 
-from minillm.kv_cache.allocator import BlockAllocator, cdiv, slot_of
 from minillm.engine.sequence import Sequence
+from minillm.kv_cache.allocator import BlockAllocator, cdiv, slot_of
 
 
 class KVCacheManager:

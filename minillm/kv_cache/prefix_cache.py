@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minillm.kv_cache.allocator import BlockAllocator
 from minillm.engine.sequence import Sequence
+from minillm.kv_cache.allocator import BlockAllocator
 
 
 def hash_block(parent: int | None, block_tokens: list[int]) -> int:

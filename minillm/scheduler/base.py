@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from minillm.engine.checks import InvalidValue
+from minillm.engine.sequence import Sequence, SequenceStatus
 from minillm.kv_cache import KVCacheManager, cdiv
 from minillm.scheduler.policies import resolve_policy
-from minillm.engine.sequence import Sequence, SequenceStatus
 
 if TYPE_CHECKING:
     from minillm.config import EngineConfig

@@ -30,8 +30,8 @@ long prompt never stops the decoders — it only shares the step with them.
 
 from __future__ import annotations
 
-from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 from minillm.engine.sequence import Sequence, SequenceStatus
+from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 
 
 class ContinuousScheduler(Scheduler):

@@ -17,8 +17,8 @@ The waste this causes is exactly what the Trace measures and the lessons draw.
 
 from __future__ import annotations
 
-from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 from minillm.engine.sequence import Sequence, SequenceStatus
+from minillm.scheduler.base import Scheduler, SchedulerOutput, scheduled_row
 
 
 class StaticScheduler(Scheduler):

@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from minillm.sim.sim_runner import FEATURES, CostModel, step_features
 from minillm.engine.trace import Trace
+from minillm.sim.sim_runner import FEATURES, CostModel, step_features
 
 
 def trace_design(trace: Trace, skip_steps: int = 0) -> tuple[np.ndarray, np.ndarray]:

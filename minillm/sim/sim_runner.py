@@ -41,8 +41,8 @@ import numpy as np
 
 from minillm.engine.checks import check_number
 from minillm.engine.runner import Runner
-from minillm.scheduler import SchedulerOutput
 from minillm.engine.trace import StepRecord
+from minillm.scheduler import SchedulerOutput
 
 FEATURES = ("step_overhead", "per_prefill_token", "per_decode_seq", "per_context_token")
 

@@ -16,12 +16,12 @@ import zlib
 
 import numpy as np
 
-from minillm.engine.checks import check_int
 from minillm.config import EngineConfig, build_engine
+from minillm.engine.checks import check_int
 from minillm.engine.engine import LLMEngine
+from minillm.engine.trace import Trace
 from minillm.sampling_params import SamplingParams
 from minillm.sim.sim_runner import CostModel, SimRunner
-from minillm.engine.trace import Trace
 from minillm.sim.workload import RequestSpec
 
 # SmolLM2-135M: 2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 bytes (fp32)

@@ -29,12 +29,12 @@ import time
 
 import numpy as np
 
+from minillm.engine.trace import Trace
 from minillm.sim.metrics import completed_requests, percentiles, request_metrics
 from minillm.sim.simulate import simulate
-from minillm.engine.trace import Trace
+from minillm.sim.workload import RequestSpec, stutter_workload
 from minillm.widgets.base import CourseWidget, html_table
 from minillm.widgets.style import COLORS, figure_png
-from minillm.sim.workload import RequestSpec, stutter_workload
 
 
 def simulate_stutter(workload: list[RequestSpec], chunked: bool, budget: int,

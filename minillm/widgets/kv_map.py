@@ -31,14 +31,14 @@ import time
 import numpy as np
 
 from minillm.kv_cache import cdiv
-from minillm.sim.metrics import generated_tokens, kv_utilization
 from minillm.scheduler import VARIANTS
+from minillm.sim.metrics import generated_tokens, kv_utilization
 from minillm.sim.simulate import simulate
+from minillm.sim.workload import RequestSpec, chat_burst
 from minillm.widgets.base import CourseWidget, html_table
 from minillm.widgets.draw import OWNER_COLORS, block_image, draw_usage, grid_shape
 from minillm.widgets.layout import FREE, BlockMap, as_block_map, block_map, short_id
 from minillm.widgets.style import COLORS, redraw_png
-from minillm.sim.workload import RequestSpec, chat_burst
 
 
 def step_numbers(blocks: BlockMap, index: int) -> dict:

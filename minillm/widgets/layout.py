@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minillm.sim.metrics import summarize
 from minillm.engine.trace import Trace
+from minillm.sim.metrics import summarize
 
 # what a slot does in one step
 EMPTY, PREFILL, DECODE, IDLE, HELD = range(5)

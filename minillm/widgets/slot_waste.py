@@ -29,13 +29,13 @@ import time
 
 import numpy as np
 
-from minillm.sim.simulate import simulate
 from minillm.engine.trace import Trace
+from minillm.sim.simulate import simulate
+from minillm.sim.workload import SEED_OUTPUT_LENS, LengthDist, RequestSpec, arrival_times
 from minillm.widgets.base import CourseWidget, html_table
 from minillm.widgets.draw import draw_slot_grids
 from minillm.widgets.layout import slot_numbers
 from minillm.widgets.style import figure_png
-from minillm.sim.workload import SEED_OUTPUT_LENS, LengthDist, RequestSpec, arrival_times
 
 DISTRIBUTIONS = ("seed lengths", "fixed", "uniform", "lognormal", "pareto")
 POLICIES = ("static vs continuous", "static", "continuous")

@@ -12,9 +12,9 @@ import sys
 import torch
 
 from captured_steps import median_ms                           # this folder
-from minillm_cpu.cpp_attention import CppAttention
 from benchmarks import ab
 from minillm.model.batch import build_attention_metadata
+from minillm_cpu.cpp_attention import CppAttention
 
 SHAPES = [(2, 40), (4, 40), (16, 40), (40, 40), (64, 64), (128, 0), (32, 256), (256, 256),
           (256, 1024)]

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from minillm import LLM, SamplingParams
 from benchmarks.peers import peer_output_lengths, peer_prompts
+from minillm import LLM, SamplingParams
 
 KINDS = {"16 decodes": lambda rows, seqs: rows == seqs == 16,
          "with a prompt": lambda rows, seqs: rows > seqs,

@@ -17,11 +17,11 @@ import sys
 import torch
 
 from captured_steps import decode_batches, median_ms, replay         # this folder
+from benchmarks import ab
 from minillm import LLM
 from minillm.attention import SparseAttention, TorchAttention
-from benchmarks import ab
-from minillm_cpu.malloc import keep_freed_memory
 from minillm.model.batch import build_attention_metadata
+from minillm_cpu.malloc import keep_freed_memory
 
 BS, HKV, HQ, D, POOL = 16, 3, 9, 64, 3000
 

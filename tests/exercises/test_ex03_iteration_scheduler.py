@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from minillm import LLM, SamplingParams
-from minillm.kv_cache import KVCacheManager
-from minillm.model.tiny import build_tiny_llama
 from minillm.config import EngineConfig
 from minillm.engine.sequence import Sequence
+from minillm.kv_cache import KVCacheManager
+from minillm.model.tiny import build_tiny_llama
 
 EXERCISE = "ex03_iteration_scheduler"
 MAX_STEPS = 400

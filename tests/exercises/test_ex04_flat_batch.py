@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from minillm.attention import TorchAttention, attend_per_sequence, write_kv
+from minillm.engine.sequence import Sequence
 from minillm.model.batch import build_attention_metadata, build_flat_batch
 from minillm.sampling_params import SamplingParams
 from minillm.scheduler import SchedulerOutput, scheduled_row
-from minillm.engine.sequence import Sequence
 
 EXERCISE = "ex04_flat_batch"
 BLOCK = 4

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import LLM, SamplingParams
-from minillm.model.tiny import build_tiny_llama
 from minillm.engine.sequence import Sequence
+from minillm.model.tiny import build_tiny_llama
 from minillm.sim.sim_runner import CostModel
 from minillm.sim.simulate import add_workload, make_sim_engine, simulate
 from minillm.sim.workload import RequestSpec, make_workload, uniform

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minillm import SamplingParams
+from minillm.engine.sequence import Sequence
 from minillm.kv_cache import KVCacheManager
 from minillm.kv_cache.prefix_cache import block_hashes as minillm_block_hashes
-from minillm.engine.sequence import Sequence
 from minillm.sim.simulate import make_sim_engine, run_to_completion
 
 EXERCISE = "ex10_prefix_hashing"
