@@ -73,15 +73,16 @@ def engine_options(request) -> dict:
     return {key: value for key, value in chosen.items() if value is not None}
 
 
-def cpu_executor_reason() -> str | None:
-    """Why the "cpu" executor cannot run SmolLM2-shaped fp32 models here (None: it can):
-    MINILLM_EXECUTOR=eager keeps it out, or its kernels do not build."""
+def cpu_executor_reason(model_config=None) -> str | None:
+    """Why the "cpu" executor cannot run fp32 models shaped like `model_config` (default:
+    SmolLM2's) here, None if it can: MINILLM_EXECUTOR=eager keeps it out, or its kernels
+    do not build."""
     from minillm.model.executor import EXECUTORS, load_plugins
     load_plugins()
     if "cpu" not in EXECUTORS:
-        return "the cpu executor is not registered (MINILLM_EXECUTOR=eager?)"
-    config = type("Config", (), {"num_attention_heads": 9, "num_key_value_heads": 3,
-                                 "hidden_size": 576, "head_dim": 64})()
+        return "the minillm_cpu plugin is not loaded (not installed, or MINILLM_EXECUTOR=eager)"
+    config = model_config or type("Config", (), {
+        "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576, "head_dim": 64})()
     return EXECUTORS["cpu"]().unavailable_reason(torch.device("cpu"), torch.float32, config)
 
 

@@ -23,6 +23,7 @@ import inspect
 import json
 from pathlib import Path
 
+import conftest
 import pytest
 import torch
 
@@ -53,11 +54,7 @@ def tiny_config():
 
 def cpu_executor_reason() -> str | None:
     """None when the "cpu" executor (the minillm_cpu package) runs the tiny model here."""
-    from minillm.model.executor import EXECUTORS, load_plugins
-    load_plugins()
-    if "cpu" not in EXECUTORS:
-        return "the minillm_cpu plugin is not loaded (not installed, or MINILLM_EXECUTOR=eager)"
-    return EXECUTORS["cpu"]().unavailable_reason(CPU, torch.float32, tiny_config())
+    return conftest.cpu_executor_reason(tiny_config())
 
 
 def tiny_llm(**knobs):
