@@ -8,6 +8,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from executor_support import cpu_executor_reason  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -71,19 +72,6 @@ def engine_options(request) -> dict:
               "attention_backend": request.config.getoption("--engine-backend"),
               "dtype": getattr(torch, dtype) if dtype else None}
     return {key: value for key, value in chosen.items() if value is not None}
-
-
-def cpu_executor_reason(model_config=None) -> str | None:
-    """Why the "cpu" executor cannot run fp32 models shaped like `model_config` (default:
-    SmolLM2's) here, None if it can: MINILLM_EXECUTOR=eager keeps it out, or its kernels
-    do not build."""
-    from minillm.model.executor import EXECUTORS, load_plugins
-    load_plugins()
-    if "cpu" not in EXECUTORS:
-        return "the minillm_cpu plugin is not loaded (not installed, or MINILLM_EXECUTOR=eager)"
-    config = model_config or type("Config", (), {
-        "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576, "head_dim": 64})()
-    return EXECUTORS["cpu"]().unavailable_reason(torch.device("cpu"), torch.float32, config)
 
 
 @pytest.fixture(scope="session")

@@ -167,7 +167,8 @@ def executor(name, dtype=torch.float32, config=None) -> str:
     return resolve_executor(name, torch.device("cpu"), dtype, config or _Config(9, 3, 576)).name
 
 
-def test_without_a_compiler_auto_falls_back_and_cpu_says_what_to_do(monkeypatch, tmp_path):
+def test_without_a_compiler_auto_falls_back_and_cpu_says_what_to_do(monkeypatch, tmp_path,
+                                                                  cpu_executor):
     cpu_kernels.load.cache_clear()
     try:
         with monkeypatch.context() as patched:
@@ -195,7 +196,8 @@ class _Config:
     (4, 2, 4 * 24, torch.float32, "head sizes"),              # head_dim 24 is not built
     (9, 2, 9 * 64, torch.float32, "multiple"),                # heads do not group
 ])
-def test_a_model_the_kernels_cannot_run(kernels, heads, kv_heads, hidden, dtype, why):
+def test_a_model_the_kernels_cannot_run(kernels, heads, kv_heads, hidden, dtype, why,
+                                        cpu_executor):
     config = _Config(heads, kv_heads, hidden)
     assert executor("auto", dtype, config) == "eager"
     with pytest.raises(ValueError, match=why):

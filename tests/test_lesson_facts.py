@@ -23,9 +23,9 @@ import inspect
 import json
 from pathlib import Path
 
-import conftest
 import pytest
 import torch
+from executor_support import cpu_executor_reason as reason_for
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +54,7 @@ def tiny_config():
 
 def cpu_executor_reason() -> str | None:
     """None when the "cpu" executor (the minillm_cpu package) runs the tiny model here."""
-    return conftest.cpu_executor_reason(tiny_config())
+    return reason_for(tiny_config())
 
 
 def tiny_llm(**knobs):
