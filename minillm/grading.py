@@ -12,9 +12,9 @@ one **task**.
 
 In a notebook, the "Your turn" check cell calls `check("02")`.
 
-Tests run in a fresh Python process (pytest), so an edited exercise is always
-re-imported, and a runaway loop in a learner's code hits a timeout instead of hanging
-the notebook.
+Tests run in a fresh Python process (pytest; one for all lessons with `--all`), so an
+edited exercise is always re-imported, and a runaway loop in a learner's code fails its
+task after `TASK_TIMEOUT` seconds instead of hanging the notebook.
 """
 
 from __future__ import annotations
@@ -77,39 +77,60 @@ def lessons_with_exercises() -> list[str]:
     return sorted(p.name[len("test_ex"):len("test_ex") + 2] for p in EXERCISE_TESTS.glob("test_ex*_*.py"))
 
 
+TASK_TIMEOUT = 120     # seconds one task may run: a runaway loop fails its task only
+
+
 def grade(lesson: str, target: str = "exercises", timeout: float = 600) -> list[TaskResult]:
     """Run one lesson's exercise tests against `target`; one TaskResult per test."""
+    return grade_lessons([lesson], target, timeout)
+
+
+def grade_lessons(lessons: list[str], target: str = "exercises",
+                  timeout: float = 1800) -> list[TaskResult]:
+    """Run several lessons' exercise tests against `target` in one pytest process (it
+    imports torch and minillm once, not once per lesson); one TaskResult per test, in
+    lesson order. Each task may run `TASK_TIMEOUT` seconds, the whole run `timeout`."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    test_file = exercise_test_file(lesson)
-    number = test_file.name[len("test_ex"):len("test_ex") + 2]
+    files = {_lesson_number(path): path for path in map(exercise_test_file, lessons)}
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         env = {**os.environ, TARGET_ENV: target, "HF_HUB_OFFLINE": "1"}
-        cmd = [sys.executable, "-m", "pytest", str(test_file), "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", *map(str, files.values()), "-q",
+               "-p", "no:cacheprovider", f"--timeout={TASK_TIMEOUT}",
                f"--junitxml={report}", "-o", "junit_family=xunit1"]
         try:
             subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                            timeout=timeout)
         except subprocess.TimeoutExpired:
-            return [TaskResult(number, "(all)", False, f"timed out after {timeout:.0f} s")]
+            return [TaskResult(n, "(all)", False, f"timed out after {timeout:.0f} s") for n in files]
         if not report.exists():
-            return [TaskResult(number, "(all)", False, "the tests could not be collected")]
-        return _parse_junit(report, number)
+            return [TaskResult(n, "(all)", False, "the tests could not be collected") for n in files]
+        found = _parse_junit(report)
+    return [result for number in files
+            for result in found.get(number)
+            or [TaskResult(number, "(all)", False, "no tests ran: check the exercise imports")]]
 
 
-def _parse_junit(report: Path, lesson: str) -> list[TaskResult]:
-    results = []
+def _lesson_number(test_file: Path) -> str:
+    """'02' for tests/exercises/test_ex02_static_batching.py."""
+    return test_file.name[len("test_ex"):len("test_ex") + 2]
+
+
+def _parse_junit(report: Path) -> dict[str, list[TaskResult]]:
+    """The junit report's test cases as TaskResults, by lesson number."""
+    results: dict[str, list[TaskResult]] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
+        module = case.get("classname", "").rsplit(".", 1)[-1]      # test_ex02_static_batching
+        lesson = module[len("test_ex"):len("test_ex") + 2]
         task = case.get("name", "?").removeprefix("test_")
         problem = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
         if problem is None:
-            results.append(TaskResult(lesson, task, True))
+            result = TaskResult(lesson, task, True)
         else:
             message = (problem.get("message") or problem.tag).strip().splitlines()
-            results.append(TaskResult(lesson, task, False, message[0][:160] if message else ""))
-    if not results:
-        results.append(TaskResult(lesson, "(all)", False, "no tests ran: check the exercise imports"))
+            result = TaskResult(lesson, task, False, message[0][:160] if message else "")
+        results.setdefault(lesson, []).append(result)
     return results
 
 
@@ -176,15 +197,14 @@ def main(argv: list[str] | None = None) -> int:
         if not out.parent.resolve().is_dir():
             parser.error(f"--out {args.out!r}: the folder {str(out.parent)!r} does not exist")
     lessons = lessons_with_exercises() if args.all else [args.lesson]
-    everything = []
-    for lesson in lessons:
-        try:
-            results = grade(lesson, args.target)
-        except ValueError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+    try:
+        everything = grade_lessons(lessons, args.target)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for lesson in dict.fromkeys(r.lesson for r in everything):
+        results = [r for r in everything if r.lesson == lesson]
         print(f"\nlesson {lesson} ({args.target})\n{format_table(results)}")
-        everything.extend(results)
     if args.out:
         write_summary(everything, args.out)
         print(f"\nsummary written to {args.out}")

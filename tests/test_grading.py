@@ -5,20 +5,34 @@ from __future__ import annotations
 
 import pytest
 
-from minillm.grading import TaskResult, format_table, grade, lessons_with_exercises, exercise_test_file, write_summary
+from minillm.grading import (TaskResult, exercise_test_file, format_table, grade, grade_lessons,
+                             lessons_with_exercises, write_summary)
 
 LESSONS = lessons_with_exercises()
 
 
+@pytest.fixture(scope="module")
+def graded() -> dict[str, list[TaskResult]]:
+    """Every lesson graded on the stubs and on the solutions: one pytest process each."""
+    return {target: grade_lessons(LESSONS, target) for target in ("exercises", "solutions")}
+
+
 @pytest.mark.exercises
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_every_task_fails_on_the_stub_and_passes_on_the_solution(lesson):
-    on_stub = grade(lesson, "exercises")
-    on_solution = grade(lesson, "solutions")
+def test_every_task_fails_on_the_stub_and_passes_on_the_solution(lesson, graded):
+    on_stub = [r for r in graded["exercises"] if r.lesson == lesson]
+    on_solution = [r for r in graded["solutions"] if r.lesson == lesson]
     assert len(on_stub) >= 2
     assert not any(r.passed for r in on_stub), format_table(on_stub)
     assert all(r.passed for r in on_solution), format_table(on_solution)
     assert [r.task for r in on_stub] == [r.task for r in on_solution]
+
+
+@pytest.mark.exercises
+def test_one_lesson_is_graded_alone_as_the_check_cell_does():
+    results = grade("01", "solutions")
+    assert {r.lesson for r in results} == {"01"} and len(results) >= 2
+    assert all(r.passed for r in results), format_table(results)
 
 
 @pytest.mark.unit
