@@ -233,7 +233,7 @@ def num(x: float, digits: int = 1) -> str:
 
 
 def ratio_line(name: str, s: dict, target: float | None = None, higher: bool = True) -> str:
-    """`continuous / static: 3.10× (per round: 3.02 3.10 3.21) — target ≥ 2.5×: met`."""
+    """`<name>: <median>× (per round: <r1> <r2> …) — target ≥ <target>×: met` (or NOT met)."""
     rounds = " ".join(f"{v:.2f}" for v in s["values"])
     line = f"{name}: {s['median']:.2f}× (per round: {rounds})"
     if target is not None:

@@ -25,7 +25,7 @@ the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
 essential, dict-based versions of its `PrefixCache.match` and `PrefixCache.register`.
 
 Use exactly the hash above — Python's built-in `hash` of the tuple
-`(parent_hash, tuple(block_tokens))` — so your cache table and `minillm.prefix_cache`
+`(parent_hash, tuple(block_tokens))` — so your cache table and `minillm.kv_cache.prefix_cache`
 agree hash for hash (the tests compare them).
 
 Your turn: replace each `raise NotImplementedError`, then run the check cell at the

@@ -5,10 +5,10 @@
 The command is an ordinary compiler call, printed by `compile_command()`:
 
     g++ -O3 -march=native -fopenmp -fPIC -shared -std=c++17 -fno-math-errno \\
-        -fno-trapping-math paged_attention.cpp elementwise.cpp matmul.cpp \\
+        -fno-trapping-math paged_attention.cpp elementwise.cpp matmul.cpp decoder_layer.cpp \\
         -o minillm_cpu_kernels-<key>.so
 
-* `-march=native`: use every vector instruction this CPU has (AVX-512 here, NEON on ARM).
+* `-march=native`: use every vector instruction this CPU has (AVX-512 or AVX2 on x86, NEON on ARM).
   So a library is only valid on the CPU it was built for: the cache key includes the
   CPU's model and feature flags, beside the sources, the flags and the compiler version.
 * `-fopenmp`: the kernels split work between threads with OpenMP. The library asks for

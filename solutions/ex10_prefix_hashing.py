@@ -20,7 +20,7 @@ depends on the missing one. One more rule: the **last prompt token is always com
 since its logits pick the first output token. So only blocks that lie entirely before
 the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
 
-These functions use the very same hash as `minillm.prefix_cache`, so your cache table
+These functions use the very same hash as `minillm.kv_cache.prefix_cache`, so your cache table
 and minillm's agree hash for hash.
 """
 

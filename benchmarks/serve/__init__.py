@@ -1,4 +1,4 @@
-"""`python -m benchmarks serve`: a load generator for any OpenAI-compatible server.
+r"""`python -m benchmarks serve`: a load generator for any OpenAI-compatible server.
 
     # drive a running server (minillm, vLLM, ...) at several Poisson rates, streaming
     python -m benchmarks serve --base-url http://127.0.0.1:8000 --model smollm2-135m \

@@ -1,4 +1,4 @@
-"""`python -m minillm serve` command line: vLLM's flag names wherever the knob exists.
+r"""`python -m minillm serve` command line: vLLM's flag names wherever the knob exists.
 
     python -m minillm serve --model smollm2-135m --port 8000 --max-num-seqs 16 \
         --enable-chunked-prefill --max-num-batched-tokens 256 --api-key secret

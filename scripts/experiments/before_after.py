@@ -1,6 +1,6 @@
 """Two checkouts of minillm on the peers workload, alternating, in fresh processes.
 
-    python scripts/experiments/before_after.py /path/to/old/checkout . --rounds 3 [-- LLM knobs as JSON]
+    python scripts/experiments/before_after.py /path/to/old/checkout . --rounds 3 [--knobs '{"max_num_seqs": 16}']
 
 Each round runs every checkout once, in a subprocess whose `PYTHONPATH` puts that
 checkout first, through the public API only (`LLM(...).generate`), so any two versions

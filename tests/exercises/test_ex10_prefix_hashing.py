@@ -1,4 +1,4 @@
-"""Lesson 10 exercise: prefix-cache block hashing, graded against minillm.prefix_cache.
+"""Lesson 10 exercise: prefix-cache block hashing, graded against minillm.kv_cache.prefix_cache.
 
 The learner's functions must agree with minillm's PrefixCache hash for hash: the same
 chained hashes, the same longest-prefix matches (stopping at the first miss and never
