@@ -66,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         from minillm.serving.cli import main as serve
         return serve(argv[1:])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from minillm.model.executor import readable_forced
     from minillm.serving.args import add_engine_flags, engine_config
+    try:
+        readable_forced()                       # a misspelt MINILLM_EXECUTOR: say so
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)

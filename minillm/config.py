@@ -9,7 +9,7 @@
 the complete config; the command lines (`python -m minillm serve`, `generate`) make
 their flags from these fields (`serving/args.py`). `EngineConfig` takes vLLM's names
 where vLLM has the knob; the minillm-only ones (`scheduling`, `policy` beyond
-fcfs/priority, `aging_rate`, `preemption_mode`, `num_swap_blocks`, `executor`,
+fcfs/priority, `aging_rate`, `preemption_mode`, `num_swap_blocks`, `num_kv_blocks`, `executor`,
 `max_trace_steps`, `record_block_tables`) have defaults that behave like vLLM.
 
 Defaults that depend on the model are left `None` until `for_model`:
@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from minillm.engine.checks import check_bool, check_choice, check_int, check_number
+from minillm.engine.checks import InvalidValue, check_bool, check_choice, check_int, check_number
 from minillm.model.device import DTYPES, dtype_name
 
 DEFAULT_KV_CACHE_BYTES = 1 << 30          # 1 GiB of K/V when num_kv_blocks is not given
@@ -165,7 +165,11 @@ class EngineConfig:
                              f"{self.scheduling_name!r}")
 
     def _check_model_side(self) -> None:
-        from minillm.model.executor import executor_names
+        from minillm.model.executor import FORCE_VARIABLE, executor_names, readable_forced
+        if readable_forced() and self.executor not in executor_names():
+            raise InvalidValue(f"executor={self.executor!r} is out: {FORCE_VARIABLE}=eager "
+                               "keeps plugins out (unset it, or use 'auto' or 'eager')",
+                               "executor")
         check_choice("executor", self.executor, executor_names())
         if self.attention_backend != "auto":
             from minillm.attention import BACKENDS

@@ -52,6 +52,10 @@ def load_engine(model, config: EngineConfig, tokenizer=None) -> LLMEngine:
     if backend_name == "auto":
         backend_name = executor.attention_backend(device, dtype)
     backend = make_attention_backend(backend_name)
+    reason = backend.unavailable_reason(device, dtype, hf_model.config)
+    if reason:
+        raise ValueError(f"attention_backend={backend_name!r} cannot run here: {reason}. "
+                         "Use attention_backend='auto'.")
     tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
     eos_ids = eos_token_ids(hf_model, tokenizer)
     llama = executor.load(LlamaModel.from_hf(hf_model, dtype=dtype, device=device), config)

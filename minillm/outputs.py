@@ -85,7 +85,7 @@ class EngineStats:
     """A snapshot of the engine's queues and KV cache (`LLMEngine.stats`)."""
 
     num_running: int = 0          # sequences in the running batch
-    num_waiting: int = 0          # arrived (or due) and queued, not yet running
+    num_waiting: int = 0          # queued, or added and not yet handed to the scheduler
     num_free_blocks: int = 0      # KV-cache blocks nobody holds
     num_blocks: int = 0           # KV-cache blocks in total
 

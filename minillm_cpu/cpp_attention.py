@@ -49,6 +49,11 @@ class CppAttention(AttentionBackend):
                              "attention_backend='sparse' (plain PyTorch) instead.") from None
         self.max_pairs = max_pairs
 
+    def unavailable_reason(self, device, dtype, model_config) -> str | None:
+        """The "cpu" executor's conditions: a CPU, and a dtype and head shape built."""
+        from minillm_cpu.executor import CpuExecutor
+        return CpuExecutor().unavailable_reason(device, dtype, model_config)
+
     def plan(self, meta: AttentionMetadata) -> CppPlan:
         """The prefill chunks the kernel leaves out (query_len · seq_len > max_pairs)."""
         ids = [b for b, (n, length) in enumerate(zip(meta.query_lens, meta.seq_lens_list))

@@ -78,3 +78,36 @@ def test_a_plugin_that_fails_to_load_warns_and_minillm_runs_without_it(monkeypat
     finally:
         executor.load_plugins.cache_clear()
     assert metadata.entry_points(group=executor.PLUGIN_GROUP)    # the real one is installed
+
+
+def test_forcing_eager_after_the_plugins_loaded_still_holds(monkeypatch, cpu_executor):
+    """A notebook that sets MINILLM_EXECUTOR=eager after an engine was built (plugins
+    loaded) gets the readable engine from then on, not the plugin that is still loaded."""
+    import torch
+
+    from minillm.model.executor import EagerExecutor, executor_names, resolve_executor
+    from minillm.model.tiny import build_tiny_llama
+    config, cpu = build_tiny_llama(seed=0).config, torch.device("cpu")
+    assert resolve_executor("auto", cpu, torch.float32, config).name == "cpu"
+    monkeypatch.setenv("MINILLM_EXECUTOR", "eager")
+    assert isinstance(resolve_executor("auto", cpu, torch.float32, config), EagerExecutor)
+    assert executor_names() == ("auto", "eager")
+    with pytest.raises(ValueError, match="MINILLM_EXECUTOR=eager keeps plugins out"):
+        resolve_executor("cpu", cpu, torch.float32, config)
+
+
+def test_an_attention_backend_that_cannot_run_the_model_is_refused_at_load(cpu_executor):
+    """Asked for by name, the `cpp` backend is held to the same conditions as the "cpu"
+    executor (here: no float16 kernels) when the engine is built, not at its first step."""
+    from minillm import LLM
+    from minillm.model.tiny import build_tiny_llama
+    with pytest.raises(ValueError, match="attention_backend='cpp' cannot run here.*float16"):
+        LLM(build_tiny_llama(seed=0), executor="eager", attention_backend="cpp", dtype="float16")
+
+
+@pytest.mark.parametrize("command", [["generate", "hi"], ["serve", "--port", "0"]])
+def test_the_command_lines_name_a_misspelt_switch(command):
+    env = {**os.environ, "MINILLM_EXECUTOR": "fast"}
+    done = subprocess.run([sys.executable, "-m", "minillm", *command], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "error: MINILLM_EXECUTOR='fast'" in done.stderr, done.stderr

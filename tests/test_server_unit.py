@@ -261,6 +261,7 @@ def test_engine_refusals_name_the_request_field():
     long = InvalidValue("prompt too long", "prompt", code="context_length_exceeded")
     chat = from_engine_error(long, {"prompt": "messages"})
     assert (chat.param, chat.code) == ("messages", "context_length_exceeded")
+    assert from_engine_error(vocab, {"prompt": "messages"}).param == "messages"
     assert from_engine_error(ValueError("no parameter known")).param is None
 
 

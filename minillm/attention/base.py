@@ -37,6 +37,12 @@ class AttentionBackend(abc.ABC):
 
     name = "abstract"
 
+    def unavailable_reason(self, device: torch.device, dtype: torch.dtype,
+                           model_config) -> str | None:
+        """Why this backend cannot run a model shaped like `model_config` in `dtype` on
+        `device`, None if it can (default: it always can). Asked once, at load."""
+        return None
+
     def plan(self, meta: AttentionMetadata) -> object:
         """Work every layer of this step shares, done once (default: none)."""
         return None

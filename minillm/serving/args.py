@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import re
-from dataclasses import MISSING, fields
+from dataclasses import fields
 
 from minillm.config import EngineConfig
 

@@ -67,5 +67,8 @@ def from_engine_error(error: Exception, fields: dict | None = None) -> APIError:
     param = getattr(error, "param", None)
     if param is not None:
         param = param.split("[")[0]                      # stop_token_ids[2] → stop_token_ids
-        param = {"prompt_token_ids": "prompt", **(fields or {})}.get(param, param)
+        names = fields or {}
+        if param == "prompt_token_ids":                  # a token-id prompt is the "prompt"
+            param = "prompt"
+        param = names.get(param, param)                  # ... which a chat calls "messages"
     return APIError(400, str(error), param=param, code=getattr(error, "code", None))

@@ -15,7 +15,7 @@ schedulers, the block manager, preemption, the Trace):
 
 The simulated forward costs next to nothing; what remains is the engine's own Python
 (scheduling, bookkeeping, the Trace) — fast enough for widgets at slider speed and for
-property tests that run many schedules (the bench's "simulator" experiment measures it).
+property tests that run many schedules (`python -m benchmarks simulator` measures it).
 
 The cost model: one step of a decoder-only model costs roughly
 

@@ -28,7 +28,7 @@ Everything is drawn from numpy's `default_rng`, one independent stream per quant
 gives the same workload, and changing, say, the output distribution leaves the prompt
 lengths and arrival times exactly as they were.
 
-The course's scenarios live here once, for lessons, widgets and the bench (`SCENARIOS`):
+The course's scenarios live here once, for lessons, widgets and `benchmarks/` (`SCENARIOS`):
 `seed_example` (8 slots, one straggler), `stutter_workload` (streams interrupted by long
 prompts) and `chat_burst` (chat answers under one generous `max_tokens` cap).
 """

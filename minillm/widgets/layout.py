@@ -159,8 +159,7 @@ def replay(trace: Trace) -> list[StepView]:
     """One StepView per step: the slots (the rule above), the queue, the token counts.
 
     The queue holds the requests that have arrived by the step's start and are not in
-    the batch; the Trace's `num_waiting` also counts requests whose arrival time is
-    still in the future, so with timed arrivals the two differ.
+    the batch, as the Trace's `num_waiting` does (the scheduler's waiting queue).
     """
     if not trace.steps:
         raise ValueError("the trace has no steps: run something first")
