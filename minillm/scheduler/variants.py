@@ -25,8 +25,8 @@ half-solutions, so each failure mode can be measured on its own:
   while the queue waits for the straggler.
 
 All four are in the `SCHEDULERS` registry (`minillm/scheduler/__init__.py`) under their
-2×2 names (`VARIANTS` lists just those), so `LLM(scheduling="static+paged")` and `simulate(..., scheduling=...)` run any
-of them.
+2×2 names (`VARIANTS` lists just those), so `LLM(scheduling="static+paged")` and
+`simulate(..., scheduling=...)` run any of them.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ import numpy as np
 
 from minillm.engine.checks import check_choice, check_int, check_int_list, check_number
 from minillm.sim.length_dist import (LengthDist, exponential, fixed, lognormal, pareto,  # noqa: F401
-                                 uniform)
+                                     uniform)
 
 ARRIVALS = ("burst", "poisson")
 
