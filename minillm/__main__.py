@@ -66,13 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         from minillm.serving.cli import main as serve
         return serve(argv[1:])
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from minillm.model.executor import readable_forced
-    from minillm.serving.args import add_engine_flags, engine_config
     try:
-        readable_forced()                       # a misspelt MINILLM_EXECUTOR: say so
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
+        return _run(argv)
+    except (ValueError, TypeError) as err:     # making the flags included (a misspelt
+        print(f"error: {err}", file=sys.stderr)  # MINILLM_EXECUTOR is a ValueError)
         return 2
+
+
+def _run(argv: list[str]) -> int:
+    from minillm.serving.args import add_engine_flags, engine_config
     parser = argparse.ArgumentParser(prog="python -m minillm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,11 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "generate":
         args.engine_config = engine_config(gen, args)
     _quiet_transformers()
-    try:
-        return args.func(args)
-    except (ValueError, TypeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return args.func(args)
 
 
 if __name__ == "__main__":

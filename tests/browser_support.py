@@ -90,6 +90,12 @@ INSTALL_HINT = ("install it with `sudo apt-get update && sudo apt-get install -y
 
 # ---------------------------------------------------------------------- what is needed
 
+def browser_tests_run_here() -> bool:
+    """Whether the browser tests run (or, as root, where setup installs the browser,
+    fail rather than skip when it is missing)."""
+    return missing_requirement() is None or os.geteuid() == 0
+
+
 def missing_requirement() -> str | None:
     """Why the browser tests cannot run here (None when they can)."""
     try:

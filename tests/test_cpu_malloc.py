@@ -32,8 +32,8 @@ needs_glibc = pytest.mark.skipif(cpu_malloc._glibc() is None, reason="glibc's ma
 ALLOCATE_AND_FREE = textwrap.dedent("""
     import ctypes, resource, sys, torch
     import minillm  # an engine's process, as the executor sees it (the import sets up torch)
-    from minillm_cpu.malloc import keep_freed_memory
-    assert ctypes.CDLL(None).mallopt(-3, 128 << 10)          # M_MMAP_THRESHOLD
+    from minillm_cpu.malloc import M_MMAP_THRESHOLD, keep_freed_memory
+    assert ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 << 10)
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
     def one_round():

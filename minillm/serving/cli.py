@@ -89,16 +89,10 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import uvicorn
 
-    from minillm.model.executor import readable_forced
     from minillm.serving.args import parse_args
-    try:
-        readable_forced()                       # a misspelt MINILLM_EXECUTOR: say so
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        args = parse_args(argv)                 # makes the flags (MINILLM_EXECUTOR read)
         sock = bind(args.host, args.port)
         app, engine_loop = build_server(args)
     except (ValueError, TypeError) as error:
