@@ -76,6 +76,9 @@ class EngineConfig:
                          "'auto' a faster executor where one is installed and runs here",
                          choices="executors")
     attention_backend: str = knob("auto", "attention kernels (default: the executor's)")
+    components: str = knob("answer-key", "minillm: whose parts build the engine: the answer "
+                           "key's, or yours from the exercises (lesson 13)",
+                           choices=("answer-key", "exercises"))
     device: object = knob(None, "None: CUDA if present, else CPU", cli=False)
     dtype: object = knob(None, "number format (default: bf16 on CUDA, fp32 on CPU)",
                          choices=("auto", *DTYPES))
@@ -107,6 +110,7 @@ class EngineConfig:
         self._check_batching(scheduler_cls)
         self._check_speculative(scheduler_cls)
         self._check_model_side()
+        self._check_components()
         keep("seed", check_int("seed", self.seed))
 
     def _check_policy(self) -> None:
@@ -117,6 +121,11 @@ class EngineConfig:
             # (a Scheduler subclass of your own may read aging_rate in its own order_key)
             raise ValueError(f"aging_rate={self.aging_rate} has no effect with policy='fcfs': "
                              "use policy='priority' or 'shortest', or drop aging_rate")
+
+    def _check_components(self) -> None:
+        from minillm.engine.components import CHOICES, check_config
+        check_choice("components", self.components, CHOICES)
+        check_config(self)
 
     def _check_preemption(self) -> None:
         from minillm.scheduler import PREEMPTION_MODES

@@ -17,6 +17,8 @@ server calls too — goes config → model → engine:
     weights (model/loader.py) → LlamaModel   our forward, on the chosen device and dtype
       → executor.load(model)                 "eager": as written; a plugin may swap modules
     KV tensors + ModelRunner → build_engine  scheduler, KV manager, engine loop
+                                             (components="exercises": the learner's parts,
+                                             `engine/components.py`, lesson 13)
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ def load_engine(model, config: EngineConfig, tokenizer=None) -> LLMEngine:
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     hf_model, loaded_tokenizer = load_model_and_tokenizer(model)
-    executor = resolve_executor(config.executor, device, dtype, hf_model.config)
+    yours = config.components == "exercises"          # lesson 13: the learner's parts
+    executor = resolve_executor("eager" if yours else config.executor, device, dtype,
+                                hf_model.config)
     backend_name = config.attention_backend
     if backend_name == "auto":
         backend_name = executor.attention_backend(device, dtype)
@@ -62,13 +66,17 @@ def load_engine(model, config: EngineConfig, tokenizer=None) -> LLMEngine:
     del hf_model
     config = config.for_model(llama.max_positions, kv_bytes_per_token(
         llama.num_layers, llama.num_kv_heads, llama.head_dim, dtype))
-    runner = ModelRunner.allocate(llama, config, backend, device)
     name = model if isinstance(model, (str, os.PathLike)) else "custom"
+    extra = {"model": str(name), "executor": executor.name, "attention_backend": backend_name,
+             "device": str(device), "dtype": str(dtype).replace("torch.", "")}
+    if yours:
+        from minillm.engine.components import build_learner_engine
+        return build_learner_engine(config, llama, device, vocab_size=llama.vocab_size,
+                                    tokenizer=tokenizer, eos_token_ids=eos_ids,
+                                    extra={**extra, "attention_backend": "exercises"})
+    runner = ModelRunner.allocate(llama, config, backend, device)
     return build_engine(config, runner, vocab_size=llama.vocab_size, tokenizer=tokenizer,
-                        eos_token_ids=eos_ids,
-                        extra={"model": str(name), "executor": executor.name,
-                               "attention_backend": backend_name, "device": str(device),
-                               "dtype": str(dtype).replace("torch.", "")})
+                        eos_token_ids=eos_ids, extra=extra)
 
 
 class LLM:

@@ -29,21 +29,25 @@ from __future__ import annotations
 
 from minillm.engine.sequence import Sequence
 from minillm.kv_cache.allocator import BlockAllocator, cdiv, slot_of
+from minillm.kv_cache.prefix_cache import PrefixCache
 
 
 class KVCacheManager:
     """Gives sequences the blocks they need, paged or as a contiguous reservation."""
+
+    # the parts it is built from (lesson 13's engine puts the learner's parts here)
+    allocator_class = BlockAllocator
+    prefix_cache_class = PrefixCache
 
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = False,
                  num_swap_blocks: int = 0):
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         self.block_size = block_size
-        self.allocator = BlockAllocator(num_blocks)
+        self.allocator = self.allocator_class(num_blocks)
         self.prefix_cache = None
         if enable_prefix_caching:
-            from minillm.kv_cache.prefix_cache import PrefixCache
-            self.prefix_cache = PrefixCache(self.allocator, block_size)
+            self.prefix_cache = self.prefix_cache_class(self.allocator, block_size)
             self.allocator.on_reuse = self.prefix_cache.evict
         # swap space: blocks in CPU memory that hold preempted sequences' K/V
         self.swap_allocator = BlockAllocator(num_swap_blocks) if num_swap_blocks else None

@@ -81,6 +81,10 @@ class PrefixCache:
         """hash → physical block id: the table a lookup walks."""
         return {h: entry.block_id for h, entry in self.entries.items()}
 
+    def hash_blocks(self, token_ids: list[int]) -> list[int]:
+        """The chained hashes of `token_ids`' full blocks (`block_hashes` above)."""
+        return block_hashes(token_ids, self.block_size)
+
     def match(self, seq: Sequence) -> list[int]:
         """Cached blocks for the longest full-block prefix of `seq`'s prompt.
 
@@ -89,7 +93,7 @@ class PrefixCache:
         bs, prompt = self.block_size, seq.prompt_token_ids
         usable = (seq.num_prompt_tokens - 1) // bs          # blocks before the last token
         hits: list[int] = []
-        for i, h in enumerate(block_hashes(prompt, bs)[:usable]):
+        for i, h in enumerate(self.hash_blocks(prompt)[:usable]):
             entry = self.entries.get(h)
             previous = hits[-1] if hits else None
             if entry is None or entry.parent_block != previous \
@@ -120,7 +124,7 @@ class PrefixCache:
         bs = self.block_size
         tokens = seq.all_token_ids[:full * bs]
         previous = None
-        for i, (block, h) in enumerate(zip(seq.block_table[:full], block_hashes(tokens, bs))):
+        for i, (block, h) in enumerate(zip(seq.block_table[:full], self.hash_blocks(tokens))):
             if h not in self.entries and block not in self.hash_of:
                 self.entries[h] = CachedBlock(block, previous, tuple(tokens[i * bs:(i + 1) * bs]))
                 self.hash_of[block] = h

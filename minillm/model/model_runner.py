@@ -18,7 +18,7 @@ import torch
 
 from minillm.engine.runner import Runner, WallClock
 from minillm.kv_cache.tensors import allocate_kv_cache
-from minillm.model.batch import build_flat_batch
+from minillm.model.batch import FlatBatch, build_flat_batch
 from minillm.model.sampler import Sampler, greedy
 from minillm.scheduler import SchedulerOutput
 
@@ -63,7 +63,7 @@ class ModelRunner(Runner):
         # swap-outs first: this step may hand the freed blocks to someone else
         self.copy_blocks(plan.swap_out, self.kv_caches, self.swap_caches)
         self.copy_blocks(plan.swap_in, self.swap_caches, self.kv_caches)
-        batch = build_flat_batch(plan, self.block_size, self.device)
+        batch = self.flat_batch(plan)
         attention = self.backend.for_step(batch.meta)     # what every layer of the step shares
         logits = self.model(batch.input_ids, batch.positions, self.kv_caches, attention,
                             batch.logits_indices)                            # [S, V]
@@ -84,6 +84,10 @@ class ModelRunner(Runner):
                 result[row] = picks[start:start + n]
                 start += n
         return result
+
+    def flat_batch(self, plan: SchedulerOutput) -> FlatBatch:
+        """The step's tokens laid end to end (`batch.py`, selective batching)."""
+        return build_flat_batch(plan, self.block_size, self.device)
 
     @staticmethod
     def copy_blocks(mapping: list[tuple[int, int]], source, target) -> None:

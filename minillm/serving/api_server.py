@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from minillm.engine.components import ComponentError
 from minillm.sampling_params import SamplingParams
 from minillm.serving.async_engine import EngineDeadError, QueueFullError, RequestFailed
 from minillm.serving.errors import (APIError, error_body, from_engine_error,
@@ -52,8 +53,10 @@ class EngineStreamResponse(StreamingResponse):
             self.request_stream.close()                     # no-op when it finished
 
 
-def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None = None):
-    """The FastAPI app; `engine` is an AsyncEngine, started and stopped with the app."""
+def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None = None,
+              text_delta=text_delta):
+    """The FastAPI app; `engine` is an AsyncEngine, started and stopped with the app.
+    `text_delta` cuts a stream's next piece (lesson 13's engine passes the learner's)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -62,6 +65,7 @@ def build_app(engine, prompts, metrics, *, model_name: str, api_key: str | None 
         await engine.shutdown()
 
     app = FastAPI(title="minillm", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.text_delta = text_delta
 
     @app.exception_handler(APIError)
     async def api_error(request, error: APIError):
@@ -180,7 +184,8 @@ async def serve(engine, metrics, request, body, prompt, *, chat: bool, model_nam
     except (ValueError, TypeError) as error:          # the engine refused it
         raise from_engine_error(error, prompt.fields) from None
     if body.stream:
-        return EngineStreamResponse(stream_events(stream, shape), stream)
+        return EngineStreamResponse(stream_events(stream, shape, request.app.state.text_delta),
+                                    stream)
     return await full_answer(request, stream, shape)
 
 
@@ -194,7 +199,7 @@ def sampling_params(body, max_tokens: int) -> SamplingParams:
         ignore_eos=body.ignore_eos, stop_token_ids=body.stop_token_ids, seed=body.seed)
 
 
-async def stream_events(stream, shape: ResponseShape):
+async def stream_events(stream, shape: ResponseShape, text_delta=text_delta):
     """RequestStream → server-sent events: a chunk whenever there is new text."""
     sent_text, num_sent_tokens, first = "", 0, True
     try:
@@ -208,8 +213,9 @@ async def stream_events(stream, shape: ResponseShape):
                 raise RequestFailed("the engine failed while generating this request")
             yield sse(shape.chunk(delta, completion.token_ids[num_sent_tokens:], reason, first))
             sent_text, num_sent_tokens, first = sent_text + delta, len(completion.token_ids), False
-    except (RequestFailed, EngineDeadError) as error:
-        yield sse(error_body(500 if isinstance(error, RequestFailed) else 503, str(error)))
+    except (RequestFailed, EngineDeadError, ComponentError) as error:
+        # (ComponentError: a learner's text_delta disagreed with the answer key, lesson 13)
+        yield sse(error_body(503 if isinstance(error, EngineDeadError) else 500, str(error)))
         yield DONE
         return
     if shape.include_usage:

@@ -72,6 +72,7 @@ def build_server(args):
     from minillm.serving.engine_thread import EngineThread
     from minillm.serving.metrics import ServerMetrics
     from minillm.serving.prompt_builder import PromptBuilder
+    from minillm.serving.responses import text_delta
 
     thread = EngineThread()                  # every tensor operation runs there: see its file
     engine = thread.call(load_engine, args.model, args.engine_config)
@@ -80,8 +81,10 @@ def build_server(args):
     loop = AsyncEngine(engine, max_queued_requests=args.max_queued_requests, observer=metrics,
                        engine_thread=thread)
     prompts = PromptBuilder(engine.tokenizer, engine.engine_config.max_model_len)
+    # lesson 13's engine (--components exercises) streams with the learner's text_delta
+    delta = getattr(engine, "text_delta", text_delta)
     app = build_app(loop, prompts, metrics, model_name=args.served_model_name,
-                    api_key=args.api_key)
+                    api_key=args.api_key, text_delta=delta)
     return app, loop
 
 
