@@ -45,6 +45,7 @@ class Monitor:
         self.request_id = None        # the request the KV manager is serving right now
         self.rows: list[tuple[str, int]] = []   # this step: (request id, first position) per sequence
         self.layer = 0
+        self.failed: ComponentError | None = None    # the first divergence found
 
     @property
     def step(self) -> int | None:
@@ -55,7 +56,11 @@ class Monitor:
         return trace.num_dropped_steps + len(trace.steps)
 
     def fail(self, part: str, detail: str, request_id: str | None = None):
-        raise ComponentError(part, self.step, detail, request_id)
+        """Raise the ComponentError — once: the clean-up after it (aborting the other
+        requests, freeing their blocks) must not hide the first divergence under another."""
+        if self.failed is None:
+            self.failed = ComponentError(part, self.step, detail, request_id)
+            raise self.failed
 
 
 def _call(monitor: Monitor, part: str, what: str, fn, *args):
@@ -65,6 +70,8 @@ def _call(monitor: Monitor, part: str, what: str, fn, *args):
     except ComponentError:
         raise
     except Exception as error:
+        if monitor.failed is not None:          # cleaning up after the first divergence
+            return None
         monitor.fail(part, f"{what} raised {type(error).__name__}: {error}", monitor.request_id)
 
 

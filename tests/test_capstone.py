@@ -1,0 +1,292 @@
+"""Lesson 13's engine: the exercises' parts assembled (`minillm/engine/components.py`).
+
+With `solutions/` standing in for the learner, the assembled engine must give
+transformers' greedy tokens and serve a streamed chat; with the untouched stubs it must
+run entirely on the answer key and say so; and a deliberately broken part must stop the
+run with a message that names the part, the engine step and (where there is one) the
+request — one test per part.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import openai
+import pytest
+import torch
+
+from hf_reference import compare_with_ties, hf_greedy
+from minillm import LLM, SamplingParams
+from minillm.config import EngineConfig
+from minillm.engine.components import (PARTS, ComponentError, latency_report, learner_parts)
+from minillm.grading import TARGET_ENV
+from minillm.model.tiny import build_tiny_llama
+from minillm.serving.launcher import ServerProcess
+
+QUESTIONS = ["What is the capital of France?", "Write a haiku about the sea.",
+             "Explain what a KV cache is in one sentence.", "List three prime numbers."]
+MAX_TOKENS = [8, 24, 16, 12]
+CONFIGS = {
+    "continuous": dict(policy="priority"),
+    "chunked": dict(enable_chunked_prefill=True, max_num_batched_tokens=32, block_size=4),
+    "prefix-cached": dict(enable_prefix_caching=True, block_size=4, max_num_seqs=3),
+}
+KEY = "capstone-key"
+TINY_PROMPTS = [list(range(3, 3 + n)) for n in (9, 21, 14, 30)]
+
+
+def solution(exercise: str):
+    return importlib.import_module(f"solutions.{exercise}")
+
+
+@pytest.fixture
+def as_solutions(monkeypatch):
+    monkeypatch.setenv(TARGET_ENV, "solutions")
+
+
+@pytest.fixture(scope="module")
+def chat_prompts(smollm2):
+    hf, tokenizer = smollm2
+    prompts = []
+    for q in QUESTIONS:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True, tokenize=False)
+        prompts.append(tokenizer(text, add_special_tokens=False).input_ids)
+    return prompts, [hf_greedy(hf, p, n) for p, n in zip(prompts, MAX_TOKENS)]
+
+
+# ---------------------------------------------------------------------- solutions: the oracle
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_learner_engine_matches_transformers(name, as_solutions, smollm2, chat_prompts):
+    hf, tokenizer = smollm2
+    prompts, refs = chat_prompts
+    llm = LLM(hf, tokenizer=tokenizer, components="exercises", **CONFIGS[name])
+    whose = {s.part.key: s.whose for s in llm.llm_engine.components}
+    assert whose["scheduler"] == whose["allocator"] == whose["flat_batch"] == "yours", whose
+    assert whose["attention"] == "yours", whose
+    assert whose["prefix_hashing"] == ("yours" if "prefix" in name else "not used"), whose
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
+                        [SamplingParams(temperature=0.0, max_tokens=n) for n in MAX_TOKENS],
+                        use_tqdm=False)
+    for out, (want, gaps) in zip(outs, refs):
+        compare_with_ties(out.outputs[0].token_ids, want, gaps)
+    if "prefix" in name:
+        assert llm.trace.requests, "no request was recorded"
+    report = latency_report(llm.llm_engine)
+    assert set(report) == {"ttft", "tpot", "itl", "e2e"} and report["ttft"][50] > 0
+
+
+def test_served_stream_equals_generate(as_solutions, smollm2):
+    hf, tokenizer = smollm2
+    messages = [{"role": "user", "content": "Name three colours of the rainbow."}]
+    want = LLM(hf, tokenizer=tokenizer, components="exercises").chat(
+        [messages], SamplingParams(temperature=0.0, max_tokens=24), use_tqdm=False)
+    server = ServerProcess("--components", "exercises", "--api-key", KEY,
+                           env={TARGET_ENV: "solutions"})
+    try:
+        server.start()
+        with openai.OpenAI(base_url=server.url("/v1"), api_key=KEY, max_retries=0,
+                           timeout=120) as client:
+            pieces = [chunk.choices[0].delta.content or "" for chunk in
+                      client.chat.completions.create(model="smollm2-135m", messages=messages,
+                                                     stream=True, temperature=0.0,
+                                                     max_tokens=24)
+                      if chunk.choices]
+        assert "".join(pieces) == want[0].outputs[0].text
+        assert re.search(r"stream bridge\s+ex12\s+yours", server.log()), server.log()
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------------- the untouched stubs
+
+def test_untouched_stubs_run_on_the_answer_key(monkeypatch):
+    monkeypatch.setenv(TARGET_ENV, "exercises")
+    statuses = learner_parts()
+    assert len(statuses) == len(PARTS)
+    for status in statuses:
+        assert not status.yours, status
+        assert "NotImplementedError" in status.reason, status      # says so, part by part
+    tiny = build_tiny_llama(seed=0)
+    params = SamplingParams(temperature=0.0, max_tokens=6)
+    prompts = [{"prompt_token_ids": p} for p in TINY_PROMPTS]
+    ours = LLM(tiny, components="exercises").generate(prompts, params, use_tqdm=False)
+    key = LLM(tiny, executor="eager").generate(prompts, params, use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in ours] == [o.outputs[0].token_ids for o in key]
+
+
+def test_config_refuses_what_the_exercises_cannot_serve():
+    with pytest.raises(ValueError, match="scheduling='static'"):
+        EngineConfig(components="exercises", scheduling="static")
+    with pytest.raises(ValueError, match="components must be one of"):
+        EngineConfig(components="mine")
+
+
+# ---------------------------------------------------------------------- a broken part each
+
+def run_tiny(**knobs):
+    """Run the tiny model on the learner's engine; the ComponentError it raises."""
+    llm = LLM(build_tiny_llama(seed=0), components="exercises", **knobs)
+    with pytest.raises(ComponentError) as caught:
+        llm.generate([{"prompt_token_ids": p} for p in TINY_PROMPTS],
+                     SamplingParams(temperature=0.0, max_tokens=6), use_tqdm=False)
+    return caught.value
+
+
+def assert_names(error: ComponentError, part: str, *, request: bool = True):
+    message = str(error)
+    assert error.part == part and f"your {part} diverges" in message, message
+    assert error.step is not None and f"engine step {error.step}" in message, message
+    if request:
+        assert error.request_id is not None and repr(error.request_id) in message, message
+
+
+def test_broken_allocator_hands_out_a_block_twice(as_solutions, monkeypatch):
+    module = solution("ex05_block_allocator")
+
+    class TwiceAllocator(module.BlockAllocator):
+        def allocate(self):
+            if not self.free_list:
+                raise MemoryError("no free KV block")
+            block = self.free_list[0]
+            self.free_list.pop()                  # the bug: takes another block off the list
+            self.ref_counts[block] = 1
+            return block
+
+    monkeypatch.setattr(module, "BlockAllocator", TwiceAllocator)
+    error = run_tiny(block_size=4)
+    assert_names(error, "block allocator")
+    assert "given out twice" in str(error)
+
+
+def test_broken_block_table_needs_one_block_too_few(as_solutions, monkeypatch):
+    module = solution("ex05_block_allocator")
+
+    class ShortTable(module.BlockTable):
+        def blocks_needed(self, num_new_tokens):
+            return max(0, super().blocks_needed(num_new_tokens) - 1)
+
+    monkeypatch.setattr(module, "BlockTable", ShortTable)
+    assert_names(run_tiny(block_size=4), "block table")
+
+
+def test_broken_flat_batch_has_one_position_off(as_solutions, monkeypatch):
+    module = solution("ex04_flat_batch")
+    right = module.build_flat_batch
+
+    def off_by_one(requests, block_size):
+        batch = right(requests, block_size)
+        if len(requests) > 1:                     # the bug: only in batches of several
+            batch["positions"] = batch["positions"].clone()
+            batch["positions"][-1] += 1
+        return batch
+
+    monkeypatch.setattr(module, "build_flat_batch", off_by_one)
+    error = run_tiny()
+    assert_names(error, "flat batch")
+    assert "positions[" in str(error) and "token at position" in str(error)
+
+
+def test_broken_attention_scales_the_scores_wrong(as_solutions, monkeypatch):
+    module = solution("ex04_flat_batch")
+    right = module.attend_per_sequence
+    monkeypatch.setattr(module, "attend_per_sequence",
+                        lambda q, k, v, starts, lens, scale: right(q, k, v, starts, lens,
+                                                                   scale * 1.5))
+    error = run_tiny()
+    assert_names(error, "attention")
+    assert "layer 0" in str(error)
+
+
+def test_broken_scheduler_exceeds_the_token_budget(as_solutions, monkeypatch):
+    module = solution("ex06_chunked_scheduler")
+
+    class Greedy(module.ChunkedPrefillScheduler):
+        def budget_left(self, out):
+            return super().budget_left(out) + 4   # the bug: spends more than the budget
+
+    monkeypatch.setattr(module, "ChunkedPrefillScheduler", Greedy)
+    error = run_tiny(enable_chunked_prefill=True, max_num_batched_tokens=16)
+    assert_names(error, "scheduler", request=False)
+    assert "max_num_batched_tokens=16" in str(error)
+
+
+def test_broken_policy_forgets_aging(as_solutions, monkeypatch):
+    module = solution("ex09_priority_aging")
+    monkeypatch.setattr(module, "priority_key", lambda seq, now, aging_rate:
+                        (seq.priority, seq.arrival_time, seq.admission_order))
+    assert_names(run_tiny(policy="priority", aging_rate=1.0, max_num_seqs=2), "ordering policy")
+
+
+def test_broken_prefix_hash_does_not_chain(as_solutions, monkeypatch):
+    module = solution("ex10_prefix_hashing")
+    monkeypatch.setattr(module, "block_hashes", lambda tokens, bs: [
+        module.hash_block(None, tokens[i:i + bs]) for i in range(0, len(tokens) - bs + 1, bs)])
+    error = run_tiny(enable_prefix_caching=True, block_size=4)
+    assert_names(error, "prefix hashing")
+    assert "block 1" in str(error)
+
+
+def test_broken_stream_bridge_sends_half_a_character(as_solutions, monkeypatch):
+    module = solution("ex12_stream_bridge")
+    monkeypatch.setattr(module, "text_delta", lambda sent, text, finished: text[len(sent):])
+    engine = LLM(build_tiny_llama(seed=0), components="exercises").llm_engine
+    assert engine.text_delta("ab", "abc", False) == "c"
+    with pytest.raises(ComponentError, match="your stream bridge diverges"):
+        engine.text_delta("ab", "abc\ufffd", False)
+
+
+def test_broken_metrics_time_tpot_from_the_arrival(as_solutions, monkeypatch):
+    module = solution("ex08_metrics_and_tuning")
+    right = module.request_latencies
+
+    def tpot_from_arrival(arrival_time, token_times):
+        latencies = right(arrival_time, token_times)   # the bug: TPOT counts the wait too
+        latencies["tpot"] = (token_times[-1] - arrival_time) / len(token_times)
+        return latencies
+
+    monkeypatch.setattr(module, "request_latencies", tpot_from_arrival)
+    llm = LLM(build_tiny_llama(seed=0), components="exercises")
+    llm.generate([{"prompt_token_ids": p} for p in TINY_PROMPTS],
+                 SamplingParams(temperature=0.0, max_tokens=6), use_tqdm=False)
+    with pytest.raises(ComponentError, match="your latency metrics diverge.*tpot P50"):
+        latency_report(llm.llm_engine)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_decode_kernel_checked_in_the_interpreter(broken):
+    """ex07's kernel runs only on CUDA in the engine; its adapter is checked here with the
+    Triton interpreter on one decode-only step."""
+    from minillm.attention.reference import PerSequenceAttention
+    from minillm.engine.adapters import LearnerAttention, Monitor
+    from minillm.model.batch import build_attention_metadata
+
+    kernel = solution("ex07_paged_decode_kernel")
+    if broken:
+        right = kernel.paged_decode_attention
+
+        class Broken:
+            @staticmethod
+            def paged_decode_attention(*args):
+                return right(*args) * 1.01
+        kernel = Broken
+    torch.manual_seed(0)
+    block_size, heads, kv_heads, dim = 4, 4, 2, 16
+    k_cache, v_cache = torch.randn(2, 8, block_size, kv_heads, dim)
+    seq_lens = [5, 9]
+    meta = build_attention_metadata([1, 1], seq_lens, [[3, 1], [0, 2, 5]],
+                                    [1 * 4 + 0, 5 * 4 + 0], block_size, torch.device("cpu"))
+    q, k, v = torch.randn(2, heads, dim), torch.randn(2, kv_heads, dim), torch.randn(2, kv_heads, dim)
+    monitor = Monitor()
+    monitor.rows = [("a", 4), ("b", 8)]
+    backend = LearnerAttention(None, kernel, monitor)
+    want = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, dim ** -0.5)
+    if broken:
+        with pytest.raises(ComponentError, match="your decode kernel diverges") as caught:
+            backend(q, k, v, k_cache, v_cache, meta, dim ** -0.5)
+        assert caught.value.request_id == "a"
+    else:
+        got = backend(q, k, v, k_cache, v_cache, meta, dim ** -0.5)
+        torch.testing.assert_close(got, want)
