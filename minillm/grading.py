@@ -10,6 +10,10 @@ one **task**.
     python -m minillm.grading --all --out grades.csv   # every lesson → CSV (or .json)
     python -m minillm.grading 02 --target solutions    # check the answer key instead
 
+Lesson 13 is the capstone row: your parts assembled into one engine
+(`LLM(components="exercises")`). Its tasks say which parts of the engine are yours, and
+whether that engine gives transformers' tokens and serves a stream to the openai client.
+
 In a notebook, the "Your turn" check cell calls `check("02")`.
 
 Tests run in a fresh Python process (pytest; one for all lessons with `--all`), so an
@@ -80,16 +84,18 @@ def lessons_with_exercises() -> list[str]:
 TASK_TIMEOUT = 120     # seconds one task may run: a runaway loop fails its task only
 
 
-def grade(lesson: str, target: str = "exercises", timeout: float = 600) -> list[TaskResult]:
+def grade(lesson: str, target: str = "exercises", timeout: float = 600,
+          tasks: str | None = None) -> list[TaskResult]:
     """Run one lesson's exercise tests against `target`; one TaskResult per test."""
-    return grade_lessons([lesson], target, timeout)
+    return grade_lessons([lesson], target, timeout, tasks)
 
 
 def grade_lessons(lessons: list[str], target: str = "exercises",
-                  timeout: float = 1800) -> list[TaskResult]:
+                  timeout: float = 1800, tasks: str | None = None) -> list[TaskResult]:
     """Run several lessons' exercise tests against `target` in one pytest process (it
     imports torch and minillm once, not once per lesson); one TaskResult per test, in
-    lesson order. Each task may run `TASK_TIMEOUT` seconds, the whole run `timeout`."""
+    lesson order. Each task may run `TASK_TIMEOUT` seconds, the whole run `timeout`.
+    `tasks`: only the tasks whose names match this pytest `-k` expression."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     files = {_lesson_number(path): path for path in map(exercise_test_file, lessons)}
@@ -98,7 +104,8 @@ def grade_lessons(lessons: list[str], target: str = "exercises",
         env = {**os.environ, TARGET_ENV: target, "HF_HUB_OFFLINE": "1"}
         cmd = [sys.executable, "-m", "pytest", *map(str, files.values()), "-q",
                "-p", "no:cacheprovider", f"--timeout={TASK_TIMEOUT}",
-               f"--junitxml={report}", "-o", "junit_family=xunit1"]
+               f"--junitxml={report}", "-o", "junit_family=xunit1",
+               *(["-k", tasks] if tasks else [])]
         try:
             subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                            timeout=timeout)
@@ -129,7 +136,7 @@ def _parse_junit(report: Path) -> dict[str, list[TaskResult]]:
             result = TaskResult(lesson, task, True)
         else:
             message = (problem.get("message") or problem.tag).strip().splitlines()
-            result = TaskResult(lesson, task, False, message[0][:160] if message else "")
+            result = TaskResult(lesson, task, False, message[0][:240] if message else "")
         results.setdefault(lesson, []).append(result)
     return results
 
@@ -144,10 +151,10 @@ def format_table(results: list[TaskResult]) -> str:
     return "\n".join(lines)
 
 
-def check(lesson: str, target: str | None = None) -> None:
+def check(lesson: str, target: str | None = None, tasks: str | None = None) -> None:
     """Notebook check cell: grade and show the per-task table (returns nothing, so
     Jupyter shows only the table; use `grade()` for the results as data)."""
-    results = grade(lesson, target or exercise_target())
+    results = grade(lesson, target or exercise_target(), tasks=tasks)
     try:
         from IPython.display import HTML, display
         rows = "".join(

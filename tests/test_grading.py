@@ -8,7 +8,8 @@ import pytest
 from minillm.grading import (TaskResult, exercise_test_file, format_table, grade, grade_lessons,
                              lessons_with_exercises, write_summary)
 
-LESSONS = lessons_with_exercises()
+CAPSTONE = "13"        # its engine tasks pass on the stubs too: graded on its own below
+LESSONS = [lesson for lesson in lessons_with_exercises() if lesson != CAPSTONE]
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,18 @@ def test_one_lesson_is_graded_alone_as_the_check_cell_does():
     results = grade("01", "solutions")
     assert {r.lesson for r in results} == {"01"} and len(results) >= 2
     assert all(r.passed for r in results), format_table(results)
+
+
+@pytest.mark.exercises
+def test_capstone_row_says_which_parts_are_yours():
+    """On the stubs no part is the learner's; the note names them. (The capstone's engine
+    tasks run on solutions/ in the suite itself: tests/exercises/test_ex13_capstone.py.)"""
+    assert CAPSTONE in lessons_with_exercises()
+    results = grade(CAPSTONE, "exercises", tasks="your_parts")
+    assert [(r.lesson, r.task, r.passed) for r in results] == [
+        (CAPSTONE, "your_parts_run_in_the_engine", False)], format_table(results)
+    assert "yours 0/9: none | not yet: scheduler, block allocator" in results[0].message, \
+        results[0].message
 
 
 @pytest.mark.unit
