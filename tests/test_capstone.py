@@ -125,6 +125,7 @@ def test_broken_flat_batch_has_one_position_off(as_solutions, monkeypatch):
     error = run_tiny()
     assert_names(error, "flat batch")
     assert "positions[" in str(error) and "token at position" in str(error)
+    assert error.request_id in [request for request, _, _ in error.batch]
 
 
 def test_broken_attention_scales_the_scores_wrong(as_solutions, monkeypatch):
@@ -218,7 +219,7 @@ def test_decode_kernel_checked_in_the_interpreter(broken):
                                     [1 * 4 + 0, 5 * 4 + 0], block_size, torch.device("cpu"))
     q, k, v = torch.randn(2, heads, dim), torch.randn(2, kv_heads, dim), torch.randn(2, kv_heads, dim)
     monitor = Monitor()
-    monitor.rows = [("a", 4), ("b", 8)]
+    monitor.rows = [("a", 4, 1), ("b", 8, 1)]
     backend = LearnerAttention(None, kernel, monitor)
     want = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, dim ** -0.5)
     if broken:

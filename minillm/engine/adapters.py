@@ -43,7 +43,8 @@ class Monitor:
     def __init__(self):
         self.engine = None            # set once the engine is built
         self.request_id = None        # the request the KV manager is serving right now
-        self.rows: list[tuple[str, int]] = []   # this step: (request id, first position) per sequence
+        self.rows: list[tuple[str, int, int]] = []   # this step's batch, once planned:
+        #                                        (request id, first position, tokens) per row
         self.layer = 0
         self.failed: ComponentError | None = None    # the first divergence found
 
@@ -59,7 +60,7 @@ class Monitor:
         """Raise the ComponentError — once: the clean-up after it (aborting the other
         requests, freeing their blocks) must not hide the first divergence under another."""
         if self.failed is None:
-            self.failed = ComponentError(part, self.step, detail, request_id)
+            self.failed = ComponentError(part, self.step, detail, request_id, list(self.rows))
             raise self.failed
 
 
@@ -86,6 +87,7 @@ def checked_scheduler(base: type, monitor: Monitor) -> type:
 
     class Checked(base):
         def schedule(self, now: float):
+            monitor.rows = []                       # no batch yet this step
             held = [] if handles_prefixes else self._acquire_prefixes(now)
             plan = _call(monitor, "scheduler", f"{base.__name__}.schedule()",
                          super().schedule, now)
@@ -301,7 +303,7 @@ def learner_runner_class(base: type, flat: object | None, monitor: Monitor) -> t
     class LearnerModelRunner(base):
         def flat_batch(self, plan):
             want = super().flat_batch(plan)
-            monitor.rows = [(row.seq.request_id, row.seq.num_computed_tokens)
+            monitor.rows = [(row.seq.request_id, row.seq.num_computed_tokens, row.num_new_tokens)
                             for row in plan.scheduled]
             monitor.layer = 0
             if flat is None:
@@ -332,7 +334,7 @@ def learner_runner_class(base: type, flat: object | None, monitor: Monitor) -> t
             mine_last = [last_rows[r] if r < len(last_rows) else None for r in want.sampling_rows]
             if mine_last != wanted_last:
                 i = next(i for i, (a, b) in enumerate(zip(mine_last, wanted_last)) if a != b)
-                request, _ = monitor.rows[want.sampling_rows[i]]
+                request = monitor.rows[want.sampling_rows[i]][0]
                 monitor.fail("flat batch", f"logits_indices gives row {mine_last[i]} as the "
                              f"request's last row; it is row {wanted_last[i]}", request)
             device = want.input_ids.device
@@ -362,7 +364,7 @@ def _first_difference(monitor: Monitor, name: str, got: list, want: list,
     while start + query_lens[b] <= i:          # the sequence that owns flat row i
         start += query_lens[b]
         b += 1
-    request, first_position = monitor.rows[b]
+    request, first_position, _ = monitor.rows[b]
     monitor.fail("flat batch", f"{name}[{i}] is {got[i]}, it should be {want[i]} (token at "
                  f"position {first_position + i - start})", request)
 
@@ -407,7 +409,7 @@ class LearnerAttention(AttentionBackend):
             return
         row = int(bad.flatten(1).any(dim=1).nonzero()[0])
         b = int(torch.searchsorted(meta.query_start_loc[1:].cpu(), row, right=True))
-        request, first_position = self.monitor.rows[b]
+        request, first_position, _ = self.monitor.rows[b]
         position = first_position + row - int(meta.query_start_loc[b])
         worst = (got[row].float() - want[row].float()).abs().max().item()
         self.monitor.fail(part, f"layer {layer}: the attention output of the token at position "

@@ -109,8 +109,10 @@ class PartStatus:
 class ComponentError(RuntimeError):
     """A learner's part disagreed with the answer key inside the running engine."""
 
-    def __init__(self, part: str, step: int | None, detail: str, request_id: str | None = None):
+    def __init__(self, part: str, step: int | None, detail: str, request_id: str | None = None,
+                 batch: list | None = None):
         self.part, self.step, self.request_id, self.detail = part, step, request_id, detail
+        self.batch = batch or []    # the step's batch: (request id, first position, tokens)
         where = f"engine step {step}" if step is not None else "before the first step"
         who = f", request {request_id!r}" if request_id is not None else ""
         super().__init__(f"your {part} diverges from the answer key at {where}{who}: {detail}")
@@ -300,3 +302,19 @@ def latency_report(engine, trace=None) -> dict:
         from minillm.engine.adapters import checked_latency_report
         report = checked_latency_report(None)
     return report(trace)
+
+
+def first_divergence(ours: list, theirs: list) -> dict | None:
+    """Where two runs' outputs (RequestOutputs, same prompts, same order) first differ:
+    {"request": index, "request_id": ours', "token": index, "ours": id, "theirs": id}, or
+    None when every request got the same tokens. A run that stopped early differs where
+    the other one still has a token (its own there is None)."""
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        mine, key = a.outputs[0].token_ids, b.outputs[0].token_ids
+        for t in range(max(len(mine), len(key))):
+            x = mine[t] if t < len(mine) else None
+            y = key[t] if t < len(key) else None
+            if x != y:
+                return {"request": i, "request_id": a.request_id, "token": t, "ours": x,
+                        "theirs": y}
+    return None
