@@ -216,8 +216,8 @@ def format_report(statuses: list[PartStatus]) -> str:
     width = max(len(s.part.title) for s in statuses)
     lines = [f"{s.part.title:<{width}}  {s.part.exercise[:4]}  {s.whose:<10}  {s.reason}"
              for s in statuses]
-    mine = sum(s.yours for s in statuses)
-    return f"your engine: {mine} of {len(statuses)} parts are yours\n" + "\n".join(lines)
+    mine, used = sum(s.yours for s in statuses), sum(s.used for s in statuses)
+    return (f"your engine: {mine} of the {used} parts it uses are yours\n" + "\n".join(lines))
 
 
 # ---------------------------------------------------------------------- building the engine

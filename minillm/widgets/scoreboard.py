@@ -54,12 +54,12 @@ def board_html(statuses, tests: dict[str, list], checks: dict[str, tuple]) -> st
         f"<tr><td colspan=2>{html.escape(name)}</td><td>"
         f"{_badge('PASS' if ok else 'FAIL', PASS if ok else FAIL)}</td>"
         f"<td>{html.escape(note)}</td></tr>" for name, (ok, note) in checks.items())
-    mine = sum(s.yours for s in statuses)
+    mine, used = sum(s.yours for s in statuses), sum(s.used for s in statuses)
     return ("<table style='font-size:13px'><tr><th>part</th><th>exercise</th><th>whose</th>"
             "<th>its tests</th></tr>" + "".join(rows)
             + (f"<tr><th colspan=4 style='text-align:left;padding-top:8px'>end to end</th></tr>"
                + check_rows if checks else "")
-            + f"</table><p><b>{mine} of {len(statuses)}</b> parts are yours</p>")
+            + f"</table><p><b>{mine} of the {used}</b> parts this engine uses are yours</p>")
 
 
 def part_html(status, results: list) -> str:
