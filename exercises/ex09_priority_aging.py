@@ -33,14 +33,22 @@ What a `Sequence` gives you: `priority` (int, lower = more urgent), `arrival_tim
 (seconds, engine clock), `admission_order` (0, 1, 2, … in the order requests reached
 the scheduler).
 
+Task 4 puts the policy to work for a shared service: `TenantQuotaScheduler` (at the end
+of this file) caps each tenant's batch slots while others wait — and only then — and
+picks its preemption victims among the tenants over their quota. It is graded inside the
+engine: on the simulator and on the real engine with a tiny random Llama.
+
 Check: the cell at the end of lesson 09, or `python -m minillm.grading 09`.
 """
 
 from __future__ import annotations
 
 import math  # noqa: F401  (math.inf will be useful)
+from collections import Counter
 
 from minillm.engine.sequence import Sequence
+from minillm.scheduler import SchedulerOutput
+from minillm.scheduler.continuous import ContinuousScheduler
 
 
 def effective_priority(seq: Sequence, now: float, aging_rate: float) -> float:
@@ -70,3 +78,87 @@ def overtake_horizon(priority_gap: float, aging_rate: float) -> float:
     a gap of 0 or less: 0 (nobody overtakes).
     """
     raise NotImplementedError("Your turn: priority_gap / aging_rate, with the two edge cases")
+
+
+# ---------------------------------------------------------------------- task 4: tenant quotas
+
+class TenantQuotaScheduler(ContinuousScheduler):
+    """Per-tenant slot quotas that never leave a slot idle, on top of the aging policy.
+
+    A service shared by several customers ("tenants") must stop one of them from taking
+    every batch slot. A *hard* quota (lesson 09, section 5) caps tenant A at `quotas["A"]`
+    running sequences even when nobody else wants a slot — the rest stay empty. This one
+    is **work-conserving** (工作保持):
+
+    * a tenant runs at most its quota **while requests of other tenants wait**; when
+      nobody else waits, it may use every free slot;
+    * its running sequences beyond the quota are the first to go when another tenant
+      needs room: `schedule` (given) preempts them (by recompute) while a waiting
+      request's tenant is under its quota and every slot is taken.
+
+    A tenant is the part of the request id before its first "-" ("A-17" → "A"); a
+    tenant missing from `quotas` may use every slot (`max_num_seqs`). The order inside
+    the queue stays the policy's (`super().ordered_waiting(now)`: priority with aging
+    when `policy="priority"`). It plugs into the engine like any scheduler:
+
+        class MyQuotas(TenantQuotaScheduler):
+            quotas = {"A": 4}
+        LLM(model, scheduling=MyQuotas, policy="priority", aging_rate=1.0, max_num_seqs=8)
+    """
+
+    name = "ex09-tenant-quota"
+    quotas: dict[str, int] = {}
+
+    @staticmethod
+    def tenant(seq: Sequence) -> str:
+        """The tenant of a request: its id up to the first "-" (given)."""
+        return seq.request_id.split("-", 1)[0]
+
+    def quota(self, tenant: str) -> int:
+        """Slots `tenant` is guaranteed (given): its quota, else every slot."""
+        return self.quotas.get(tenant, self.config.max_num_seqs)
+
+    def running_per_tenant(self) -> Counter:
+        """Running sequences per tenant (given)."""
+        return Counter(self.tenant(s) for s in self.running)
+
+    def schedule(self, now: float) -> SchedulerOutput:
+        """Reclaim slots for tenants under their quota, then the usual phases (given)."""
+        reclaimed = []
+        while self.running and len(self.running) >= self.config.max_num_seqs \
+                and self._someone_under_quota_waits():
+            victim = self.victim(now)
+            if self.running_per_tenant()[self.tenant(victim)] <= self.quota(self.tenant(victim)):
+                break                                  # nobody is over quota: nothing to take
+            self.preempt(victim)
+            reclaimed.append(victim)
+        out = super().schedule(now)
+        out.preempted[:0] = reclaimed                  # recorded in the Trace like any preemption
+        return out
+
+    def _someone_under_quota_waits(self) -> bool:
+        running = self.running_per_tenant()
+        return any(running[self.tenant(s)] < self.quota(self.tenant(s)) for s in self.waiting)
+
+    # ------------------------------------------------------------------ your part
+    def ordered_waiting(self, now: float) -> list[Sequence]:
+        """The queue the scheduler admits from: the policy's order, without the requests
+        that would push their tenant past its quota while another tenant's request waits.
+
+        Walk `super().ordered_waiting(now)`, counting each tenant's sequences: those
+        running (`running_per_tenant()`) plus those you have kept so far. Keep a request
+        if its tenant is still below its `quota(...)`, or if no request of any *other*
+        tenant is waiting (work-conserving); drop it otherwise. The scheduler admits from
+        your list in order and stops at the first request that does not fit.
+        """
+        raise NotImplementedError("Your turn: filter super().ordered_waiting(now) by the quotas, "
+                                  "unless no other tenant waits")
+
+    def victim(self, now: float) -> Sequence:
+        """The running sequence to preempt (when KV memory runs out, or to reclaim a slot):
+        the last in policy order (`order_key`) among the sequences of tenants running more
+        than their quota; when no tenant is over its quota, the last in policy order of all
+        (the answer key's rule, `ContinuousScheduler.victim`).
+        """
+        raise NotImplementedError("Your turn: max by order_key over the over-quota tenants' "
+                                  "sequences (or over everyone)")

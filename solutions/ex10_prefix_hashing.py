@@ -15,16 +15,34 @@ block's hash chains its parent's hash with its own tokens:
 Only **full** blocks get a hash: a partial block is still being written.
 
 **Lookup.** A new prompt's full blocks are hashed in order and looked up in the cache
-(hash → physical block id); the first miss ends the match, because every later hash
+(hash → the cached block); the first miss ends the match, because every later hash
 depends on the missing one. One more rule: the **last prompt token is always computed**,
 since its logits pick the first output token. So only blocks that lie entirely before
 the last prompt token may be reused: (len(prompt) − 1) // block_size of them.
+
+**Collisions.** A hash is 64 bits: two *different* prefixes can land on the same number
+(rarely by chance, on purpose if someone crafts prompts). Reusing a block by hash alone
+would then hand one request another's keys and values — a wrong answer nobody notices.
+So the cache keeps, per hash, a `CachedBlock(block_id, parent_block, tokens)`: the block,
+the physical block it was computed after, and its own tokens. A hit counts only if both
+match; by induction the whole prefix is then the same.
+
+**Eviction.** A cached block whose last user finished goes back to the free pool but keeps
+its contents: a later prompt may still hit it. When new tokens need a block, *which* free
+block gives up its contents? `LRUEviction` answers: the least recently used one — the one
+freed longest ago and not hit since — so a system prompt that every request shares stays
+cached while one-off tails go first. (The answer key's allocator simply hands out the
+lowest free id; lesson 10 compares the two.)
 
 These functions use the very same hash as `minillm.kv_cache.prefix_cache`, so your cache table
 and minillm's agree hash for hash.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
+
+from minillm.kv_cache.prefix_cache import CachedBlock
 
 
 def hash_block(parent: int | None, block_tokens: list[int]) -> int:
@@ -48,41 +66,83 @@ def block_hashes(token_ids: list[int], block_size: int) -> list[int]:
     return hashes
 
 
-def longest_cached_prefix(prompt_token_ids: list[int], cache: dict[int, int],
+def longest_cached_prefix(prompt_token_ids: list[int], cache: dict[int, CachedBlock],
                           block_size: int) -> list[int]:
     """Physical blocks of the longest cached prefix of a prompt (possibly []).
 
-    `cache` maps block hash → physical block id. Walk the prompt's block hashes in
-    order, stop at the first one not in the cache, and never use a block that holds
-    the last prompt token: at most (len(prompt) − 1) // block_size blocks.
+    `cache` maps block hash → `CachedBlock`. Walk the prompt's block hashes in order and
+    stop at the first block that is not a true hit: its hash is missing, or the entry
+    holds other tokens, or it was computed after another block than the one matched just
+    before (`parent_block`: None for the first block) — a hash collision is a miss. Never
+    use a block that holds the last prompt token: at most (len(prompt) − 1) // block_size.
     """
     usable = (len(prompt_token_ids) - 1) // block_size
-    hits = []
-    for h in block_hashes(prompt_token_ids, block_size)[:usable]:
-        if h not in cache:
+    hits: list[int] = []
+    for i, h in enumerate(block_hashes(prompt_token_ids, block_size)[:usable]):
+        entry = cache.get(h)
+        own = tuple(prompt_token_ids[i * block_size:(i + 1) * block_size])
+        if entry is None or entry.tokens != own or entry.parent_block != (hits[-1] if hits else None):
             break
-        hits.append(cache[h])
+        hits.append(entry.block_id)
     return hits
 
 
-def register_blocks(cache: dict[int, int], token_ids: list[int], block_table: list[int],
+def register_blocks(cache: dict[int, CachedBlock], token_ids: list[int], block_table: list[int],
                     num_computed_tokens: int, block_size: int) -> int:
     """Record a sequence's full, computed blocks in `cache`; return how many were new.
 
     Block i of the sequence (physical id block_table[i]) holds tokens
     [i·block_size, (i+1)·block_size); it may be registered once all of them are
-    computed (i < num_computed_tokens // block_size). A hash already in the cache
-    keeps its first block (first writer wins): both hold the same K/V anyway.
+    computed (i < num_computed_tokens // block_size). Its entry is
+    `CachedBlock(block_table[i], block_table[i - 1] (None for i = 0), its tokens as a
+    tuple)`. A hash already in the cache keeps its first entry (first writer wins).
     """
     full = min(num_computed_tokens // block_size, len(block_table))
-    added = 0
-    for block, h in zip(block_table[:full], block_hashes(token_ids[:full * block_size], block_size)):
+    added, parent = 0, None
+    for i, (block, h) in enumerate(zip(block_table[:full],
+                                       block_hashes(token_ids[:full * block_size], block_size))):
         if h not in cache:
-            cache[h] = block
+            own = tuple(token_ids[i * block_size:(i + 1) * block_size])
+            cache[h] = CachedBlock(block, parent, own)
             added += 1
+        parent = block
     return added
 
 
 def tokens_to_prefill(prompt_len: int, num_cached_blocks: int, block_size: int) -> int:
     """Prompt tokens that still go through the model after a cache hit of that many blocks."""
     return prompt_len - num_cached_blocks * block_size
+
+
+class LRUEviction:
+    """Which free cached block gives up its contents first: the least recently used.
+
+    The engine tells it two things: `freed(block)` when a cached block's last user lets
+    go (the block becomes evictable — and is now the *most* recently used), and
+    `revived(block)` when a prefix hit takes a free cached block back before it was
+    evicted (it is no longer evictable). When new tokens need a block, `victim()` names
+    the one to reuse and forgets it. Every method is O(1): an `OrderedDict` keeps the
+    evictable blocks from least to most recently used.
+    """
+
+    def __init__(self):
+        self.evictable: OrderedDict[int, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.evictable)
+
+    def freed(self, block_id: int) -> None:
+        """`block_id` is free now: evictable, as the most recently used."""
+        self.evictable.pop(block_id, None)
+        self.evictable[block_id] = None
+
+    def revived(self, block_id: int) -> None:
+        """A hit took `block_id` back: not evictable any more (nothing if it was not)."""
+        self.evictable.pop(block_id, None)
+
+    def victim(self) -> int:
+        """The least recently used evictable block, removed; LookupError if there is none."""
+        if not self.evictable:
+            raise LookupError("no evictable block")
+        block_id, _ = self.evictable.popitem(last=False)
+        return block_id

@@ -8,10 +8,15 @@
    last cell, never typed.
 2. **Code cells show one idea**: at most 15 lines; plotting and drawing helpers live in
    `lessons/figures/`.
+3. **No answer before the question.** A lesson may print the answer key's source
+   (`inspect.getsource`) of a function some exercise asks the learner to write only once
+   that exercise's "Your turn" is behind the learner: in a later lesson, or after the
+   exercise's own check cell.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -19,6 +24,7 @@ from pathlib import Path
 import pytest
 
 LESSONS = Path(__file__).resolve().parent.parent / "lessons"
+EXERCISES = LESSONS.parent / "exercises"
 NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
 MAX_CODE_LINES = 15
 
@@ -88,3 +94,79 @@ def test_both_rules_catch_a_deliberately_bad_cell():
     cell = {"cell_type": "code", "source": ["x = 1\n"] * 16}
     assert long_code_cells([cell]) == [(0, 16)]
     assert long_code_cells([{"cell_type": "code", "source": ["x = 1\n"] * 15}]) == []
+
+
+
+# ---------------------------------------------------------------------- rule 3
+
+def exercise_tasks() -> dict[str, str]:
+    """Task name → the lesson number of the exercise that asks for it: every function or
+    method of `exercises/exNN_*.py` whose body still raises `NotImplementedError`."""
+    tasks = {}
+    for path in sorted(EXERCISES.glob("ex[0-9][0-9]_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    isinstance(n, ast.Raise) and "NotImplementedError" in ast.unparse(n)
+                    for n in ast.walk(node)):
+                tasks.setdefault(node.name, path.name[2:4])
+    return tasks
+
+
+def printed_sources(source: str) -> list[str]:
+    """The dotted names a code cell passes to `inspect.getsource` (a loop variable over a
+    tuple literal counts as each of the tuple's names)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    loops = {node.target.id: [ast.unparse(e) for e in node.iter.elts]
+             for node in ast.walk(tree)
+             if isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+             and isinstance(node.iter, (ast.Tuple, ast.List))}
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("getsource") and node.args:
+            arg = ast.unparse(node.args[0])
+            names += loops.get(arg, [arg])
+    return names
+
+
+def answers_before_their_question(path: Path, tasks: dict[str, str]) -> list[str]:
+    lesson = path.name[:2]
+    cells = cells_of(path)
+    check = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"
+                  and f'check("{lesson}"' in "".join(c["source"])), len(cells))
+    found = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        for name in printed_sources("".join(cell["source"])):
+            asked_in = tasks.get(name.rsplit(".", 1)[-1])
+            if asked_in is None:
+                continue
+            if lesson < asked_in or (lesson == asked_in and i < check):
+                found.append(f"cell {i} prints {name}, a task of ex{asked_in}")
+    return found
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_answer_key_source_before_its_check(path):
+    found = answers_before_their_question(path, exercise_tasks())
+    assert not found, (f"{found} — print the answer key's source after the exercise's check "
+                       "cell (or in a later lesson), describe it in prose before")
+
+
+@pytest.mark.unit
+def test_the_answer_rule_catches_a_printed_task(tmp_path):
+    tasks = exercise_tasks()
+    assert tasks["admit_waiting"] == "06" and tasks["priority_key"] == "09"
+    assert printed_sources("for f in (A.b, c):\n    print(inspect.getsource(f))") == ["A.b", "c"]
+    early = LESSONS / "03_iteration_level_scheduling.ipynb"
+    cells = cells_of(early)
+    cells.insert(3, {"cell_type": "code", "source": ["print(inspect.getsource(ContinuousScheduler.admit_waiting))"]})
+    path = tmp_path / early.name
+    path.write_text(json.dumps({"cells": cells}))
+    assert answers_before_their_question(path, tasks) == [
+        "cell 3 prints ContinuousScheduler.admit_waiting, a task of ex06"]
+    assert answers_before_their_question(early, tasks) == []

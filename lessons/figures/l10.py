@@ -10,9 +10,11 @@
   disaggregated prefill/decode, side by side;
 * `plot_stacking` — throughput of a memory-bound workload as two optimisations are
   switched on one at a time and together;
-* `plot_code_size` — lines of code per part of minillm and of vLLM.
+* `plot_code_size` — lines of code per part of minillm and of vLLM;
+* `serve_on_a_block_pool` with `LowestIdFirst` — the replay behind the eviction-order
+  cell after the check: the learner's lookup on a small block pool, two eviction orders.
 
-The lesson computes every number; these functions only draw them.
+The lesson computes every number; these functions only draw them (and replay the pool).
 """
 
 from __future__ import annotations
@@ -280,3 +282,47 @@ def plot_code_size(parts: dict[str, dict[str, int]]) -> None:
         ax.tick_params(axis="y", labelsize=8)
     plt.tight_layout()
     plt.show()
+
+
+# ---------------------------------------------------------------------- the eviction replay
+
+class LowestIdFirst:
+    """The answer key's allocation order as an eviction order: the lowest free block id,
+    whatever it caches (the interface of the exercise's `LRUEviction`)."""
+
+    def __init__(self):
+        self.free: set[int] = set()
+
+    def freed(self, block_id: int) -> None:
+        self.free.add(block_id)
+
+    def revived(self, block_id: int) -> None:
+        self.free.discard(block_id)
+
+    def victim(self) -> int:
+        block_id = min(self.free)
+        self.free.discard(block_id)
+        return block_id
+
+
+def serve_on_a_block_pool(prompts, num_blocks: int, block_size: int, evictor, ex10) -> list[int]:
+    """Replay prompts one at a time on `num_blocks` KV blocks with prefix caching, using the
+    exercise's `longest_cached_prefix` / `register_blocks` and an eviction order: hit,
+    take fresh blocks from `evictor` (their old entries forgotten), finish, free the tail
+    first. Returns the prompt tokens each request found in the cache."""
+    cache, served = {}, []
+    for block in range(num_blocks):
+        evictor.freed(block)
+    for prompt in prompts:
+        hits = ex10.longest_cached_prefix(prompt, cache, block_size)
+        for block in hits:
+            evictor.revived(block)
+        fresh = [evictor.victim() for _ in range(-(-len(prompt) // block_size) - len(hits))]
+        for h in [h for h, entry in cache.items() if entry.block_id in fresh]:
+            del cache[h]                                 # their old contents are gone
+        table = hits + fresh
+        ex10.register_blocks(cache, prompt, table, len(prompt), block_size)
+        for block in reversed(table):
+            evictor.freed(block)
+        served.append(len(hits) * block_size)
+    return served

@@ -7,4 +7,6 @@
     speculative.py  prompt-lookup speculative decoding: propose and verify drafts
     trace.py        the per-step and per-request record every metric and widget reads
     checks.py       argument checks shared by every public entry point
+    components.py   lesson 13: the engine built from the learner's exercise parts
+    adapters.py     lesson 13: their adapters to the engine, each checked against the answer key
 """

@@ -79,7 +79,7 @@ class ContinuousScheduler(Scheduler):
         Returns False if `seq` was the victim.
         """
         while not self.kv.can_allocate(seq, num_new):
-            victim = max(self.running, key=lambda s: self.order_key(s, now))
+            victim = self.victim(now)
             out.scheduled = [row for row in out.scheduled if row.seq is not victim]
             self.preempt(victim)
             out.preempted.append(victim)
@@ -87,6 +87,10 @@ class ContinuousScheduler(Scheduler):
                 return False
         self.kv.allocate(seq, num_new)
         return True
+
+    def victim(self, now: float) -> Sequence:
+        """The running sequence to preempt when KV memory runs out: the last in policy order."""
+        return max(self.running, key=lambda s: self.order_key(s, now))
 
     def admit_waiting(self, out: SchedulerOutput, now: float) -> None:
         """Waiting requests join, in policy order, while a slot, budget and blocks are left.

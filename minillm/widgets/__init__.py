@@ -9,5 +9,5 @@ move a control and check what was recomputed.
 What is where: `layout.py` reads a Trace (which slot each request sits in, which KV
 block it holds), `draw.py` draws the slot grid and the block map, `style.py` holds the
 colours; one widget per file: `slot_waste`, `stepper`, `kv_map`, `chunked`,
-`self_check`, `dashboard`.
+`self_check`, `dashboard`, `scoreboard` (lesson 13: whose part runs in the learner's engine).
 """

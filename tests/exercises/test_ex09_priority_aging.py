@@ -176,3 +176,85 @@ def test_without_aging_the_low_priority_request_starves(ex):
     for _ in range(600):
         aged.step()
     assert aged.trace.requests["low"].finish_reason is not None
+
+
+# ---------------------------------------------------------------------- task 4: tenant quotas
+
+def quota_scheduler(ex, quotas):
+    return type("Quotas", (ex.TenantQuotaScheduler,), {"quotas": quotas})
+
+
+def tenant_workload():
+    """Tenant A floods 12 long requests at t = 0; tenant B sends one short request a second."""
+    a = [RequestSpec(f"A-{i}", 16, 200, 200, 0.0, priority=0) for i in range(12)]
+    b = [RequestSpec(f"B-{i}", 16, 10, 10, 1.0 + i, priority=0) for i in range(4)]
+    return a + b
+
+
+def test_quota_is_work_conserving_and_reclaims_slots_for_other_tenants(ex):
+    """Simulator, 8 slots, A's quota 4: A alone fills all 8; each B request starts in the
+    first step after it arrives (A's excess preempted); only A's sequences are preempted."""
+    trace = simulate(tenant_workload(), scheduling=quota_scheduler(ex, {"A": 4}),
+                     policy="priority", aging_rate=0.5, max_num_seqs=8, num_kv_blocks=512,
+                     cost_model=FIXED_STEP, max_steps=20000)
+    before_b = [s for s in trace.steps if s.end_time <= 1.0]
+    assert max(len(s.scheduled) for s in before_b) == 8, "alone, A must use every free slot"
+    for i in range(4):
+        b = trace.requests[f"B-{i}"]
+        assert b.first_scheduled_time - b.arrival_time <= 2 * STEP, \
+            f"B-{i} waited {b.first_scheduled_time - b.arrival_time:.3f} s behind A's excess"
+    preempted = {rid for s in trace.steps for rid in s.preempted}
+    assert preempted and all(rid.startswith("A-") for rid in preempted), preempted
+    assert all(r.finish_reason in ("stop", "length") for r in trace.requests.values())
+
+
+def test_quota_holds_while_another_tenant_waits(ex):
+    """Four slots for sixteen requests: while a B request waits, A runs at most 2; once
+    B's are done, A takes every slot again."""
+    a = [RequestSpec(f"A-{i}", 8, 40, 40, 0.0) for i in range(10)]
+    b = [RequestSpec(f"B-{i}", 8, 40, 40, 0.0) for i in range(6)]
+    trace = simulate(a + b, scheduling=quota_scheduler(ex, {"A": 2}), max_num_seqs=4,
+                     num_kv_blocks=512, cost_model=FIXED_STEP, max_steps=20000)
+    for step in trace.steps:
+        running_a = sum(e.request_id.startswith("A-") for e in step.scheduled)
+        b_waiting = any(r.request_id.startswith("B-") and (r.first_scheduled_time is None
+                        or r.first_scheduled_time > step.start_time)
+                        for r in trace.requests.values())
+        if b_waiting:
+            assert running_a <= 2, f"step {step.index}: A ran {running_a} while B waited"
+    assert max(sum(e.request_id.startswith("A-") for e in s.scheduled) for s in trace.steps) == 4
+
+
+def test_victim_is_the_last_of_the_tenants_over_quota(ex):
+    engine = make_sim_engine(scheduling=quota_scheduler(ex, {}), max_num_seqs=8,
+                             num_kv_blocks=64)
+    add_workload(engine, [RequestSpec("B-0", 4, 8, 8, 0.0), RequestSpec("A-0", 4, 8, 8, 0.0),
+                          RequestSpec("A-1", 4, 8, 8, 0.0), RequestSpec("B-1", 4, 8, 8, 0.0)])
+    engine.step()
+    scheduler = engine.scheduler
+    assert len(scheduler.running) == 4, "no quota: everyone runs"
+    scheduler.quotas = {"A": 1}
+    assert scheduler.victim(1.0).request_id == "A-1", "A is over its quota: its last goes"
+    scheduler.quotas = {"A": 2}
+    assert scheduler.victim(1.0).request_id == "B-1", "nobody over quota: the last of all"
+
+
+def test_quota_in_the_real_engine_keeps_every_token(ex):
+    """Tiny Llama, 4 slots, A's quota 2: both B requests run in the first step; the
+    greedy tokens are the plain engine's."""
+    prompts = [{"prompt_token_ids": [(7 * i + j) % 250 + 2 for j in range(5 + i)]} for i in range(8)]
+    ids = [f"A-{i}" for i in range(6)] + ["B-0", "B-1"]
+    params = SamplingParams(temperature=0.0, max_tokens=5, ignore_eos=True)
+    config = dict(max_num_seqs=4, block_size=4, num_kv_blocks=64, max_model_len=64)
+    want = [o.outputs[0].token_ids for o in LLM(build_tiny_llama(seed=0), **config).generate(
+        prompts, params, use_tqdm=False)]
+    llm = LLM(build_tiny_llama(seed=0), scheduling=quota_scheduler(ex, {"A": 2}), **config)
+    engine = llm.llm_engine
+    for request_id, prompt in zip(ids, prompts):
+        engine.add_request(request_id, prompt, params)
+    outs = {}
+    while engine.has_unfinished_requests():
+        outs.update({o.request_id: o for o in engine.step() if o.finished})
+    assert [outs[i].outputs[0].token_ids for i in ids] == want, "quotas must never change tokens"
+    first = {e.request_id for e in engine.trace.steps[0].scheduled}
+    assert {"B-0", "B-1"} <= first and sum(r.startswith("A-") for r in first) == 2, first
