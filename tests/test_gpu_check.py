@@ -27,7 +27,7 @@ from gpu_check import carry, plan  # noqa: E402
 
 PASSED_ON_CPU = {"imports", "pins", "device_choice", "kernel_tests", "kernel_bench",
                  "lessons_kernel", "decode_curve", "throughput", "chunked"}
-SKIPPED_ON_CPU = {"kernel_tests_full", "oracle", "lessons"}
+SKIPPED_ON_CPU = {"kernel_tests_full", "oracle", "lessons", "capstone"}
 # What a lent GPU machine sends back: at most 8 files, names of letters, digits, . _ -
 OUTPUT_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 

@@ -272,6 +272,50 @@ def oracle_options_only(ctx) -> dict:
             "data": {"collected": collected}}
 
 
+# ------------------------------------------------------------------ capstone
+
+CAPSTONE_QUESTIONS = ("What is the capital of France?", "Write a haiku about the sea.",
+                      "Explain what a KV cache is in one sentence.", "List three prime numbers.")
+
+
+def capstone(ctx) -> dict:
+    """Lesson 13's engine, built from solutions/ (a learner who solved everything), on
+    CUDA in float32: the ex07 Triton kernel runs every decode-only step, beside the
+    reference that checks it; its greedy tokens against transformers on the CPU."""
+    if not ctx.gpu:
+        return {"checks": [check("capstone", None, "the learner's Triton decode kernel (ex07) "
+                                 "runs in the engine only on CUDA; the capstone's CPU engine "
+                                 "runs in the suite (tests/exercises/test_ex13_capstone.py)")]}
+    import torch
+
+    from minillm import LLM, SamplingParams
+    from minillm.grading import TARGET_ENV
+    from minillm.model.loader import load_hf_model
+
+    os.environ[TARGET_ENV] = "solutions"
+    hf, tokenizer = load_hf_model("smollm2-135m")
+    prompts = [tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                                       add_generation_prompt=True, tokenize=False),
+                         add_special_tokens=False).input_ids for q in CAPSTONE_QUESTIONS]
+    with torch.inference_mode():
+        refs = [hf.generate(torch.tensor([p]), max_new_tokens=16, do_sample=False,
+                            pad_token_id=tokenizer.eos_token_id)[0, len(p):].tolist()
+                for p in prompts]
+    start = time.perf_counter()
+    llm = LLM(hf, tokenizer=tokenizer, components="exercises", device="cuda", dtype="float32")
+    whose = {s.part.key: s.whose for s in llm.llm_engine.components}
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
+                        SamplingParams(temperature=0.0, max_tokens=16), use_tqdm=False)
+    same = [o.outputs[0].token_ids == ref for o, ref in zip(outs, refs)]
+    seconds = time.perf_counter() - start
+    ok = all(same) and whose["decode_kernel"] == "yours"
+    print(f"capstone on CUDA: parts {whose}; {sum(same)}/{len(same)} prompts equal "
+          f"transformers in {seconds:.1f} s")
+    return {"checks": [check("capstone", ok, f"{sum(same)}/{len(same)} prompts equal "
+                             f"transformers; decode kernel: {whose['decode_kernel']}")],
+            "data": {"whose": whose, "same": same, "seconds": seconds}}
+
+
 # ------------------------------------------------------------------ lessons
 
 def lessons(ctx) -> dict:

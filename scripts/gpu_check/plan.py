@@ -37,6 +37,8 @@ PARTS = (
     Part("kernel_bench", "kernels' achieved bandwidth vs measured copy bandwidth", 90, 90, False),
     Part("oracle", "engine greedy tokens = transformers, every mode (pytest)", 120, 60, True),
     Part("lessons", "lessons 06 and 07 top to bottom (nbclient)", 180, 60, True),
+    Part("capstone", "lesson 13's engine from solutions/ with the ex07 Triton kernel vs "
+         "transformers", 90, 30, True),
     Part("decode_curve", "decode tokens/s vs batch, beside the roofline", 60, 90, True),
     Part("throughput", "continuous vs static on the skewed workload", 120, 120, True),
     Part("chunked", "P99 ITL and TTFT, chunked vs unchunked prefill", 75, 120, True),

@@ -35,7 +35,7 @@ class Context:
 def functions() -> dict:
     from gpu_check import checks, measure
     return {"environment": checks.environment, "kernel_tests": checks.kernel_tests,
-            "oracle": checks.oracle, "lessons": checks.lessons,
+            "oracle": checks.oracle, "lessons": checks.lessons, "capstone": checks.capstone,
             "kernel_bench": measure.kernel_bench, "decode_curve": measure.decode_curve,
             "throughput": measure.throughput, "chunked": measure.chunked}
 
