@@ -258,6 +258,25 @@ def the_appendix_skips_where_minillm_cpu_cannot_run():
             os.environ["MINILLM_EXECUTOR"] = saved_env
 
 
+def the_learner_kernel_runs_only_on_cuda():
+    """Lesson 13: a finished ex07 is used on CUDA only; on a CPU the part is 'not used'."""
+    from minillm.engine.components import learner_parts
+    on = {d: next(s for s in learner_parts("solutions", device=torch.device(d))
+                  if s.part.key == "decode_kernel") for d in ("cpu", "cuda")}
+    assert on["cpu"].whose == "not used" and "needs CUDA" in on["cpu"].reason
+    assert on["cuda"].whose == "yours"
+
+
+def the_learner_engine_runs_the_readable_model():
+    """Lesson 13: `components="exercises"` runs the readable model (executor "eager"),
+    whatever `auto` would pick, with the learner's attention as its backend."""
+    from minillm import LLM
+    from minillm.model.tiny import build_tiny_llama
+    llm = LLM(build_tiny_llama(seed=0), components="exercises")
+    assert llm.trace.config["executor"] == "eager", llm.trace.config
+    assert llm.llm_engine.runner.backend.name == "exercises"
+
+
 # ------------------------------------------------------------------ the table
 
 FACTS = [
@@ -303,6 +322,9 @@ FACTS = [
      one_plan_per_step_shared_by_the_layers),
     ("04", ("plans its index tensors once per step (reused by all layers)",),
      one_plan_per_step_shared_by_the_layers),
+    ("13", ("so it runs only on CUDA",), the_learner_kernel_runs_only_on_cuda),
+    ("13", ('Both run the readable model (`executor="eager"`), so the difference is the parts',),
+     the_learner_engine_runs_the_readable_model),
 ]
 
 # (lessons, text, why it must not come back). "*": every lesson; markdown and code.
