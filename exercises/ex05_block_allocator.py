@@ -33,13 +33,17 @@ class BlockAllocator:
     def __init__(self, num_blocks: int):
         """Every block starts free with reference count 0.
 
-        Fill the free list 0, 1, 2, … so a fresh allocator hands out block 0 first.
+        Keep them in `self.free_list` (a deque of the free ids) and `self.ref_counts` (a
+        list, one count per block): lesson 13's engine reads these two names to revive a
+        freed block that still caches a prompt prefix. Fill the free list 0, 1, 2, … so a
+        fresh allocator hands out block 0 first.
         A `deque` makes it first-in, first-out: `allocate` pops from the left, `free`
         appends on the right (both O(1)), so a freed block is reused last. (minillm's own
         `kv_cache/allocator.py` keeps a min-heap instead and always hands out the
         lowest free id — a compact block map to draw; either rule is correct.)
         """
-        raise NotImplementedError("Your turn: store num_blocks, a free list of every id (lowest first), a reference count of 0 per block")
+        raise NotImplementedError("Your turn: store num_blocks, self.free_list (every id, lowest first) "
+                                  "and self.ref_counts (0 per block)")
 
     @property
     def num_free(self) -> int:

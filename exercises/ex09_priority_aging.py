@@ -90,8 +90,8 @@ class TenantQuotaScheduler(ContinuousScheduler):
     running sequences even when nobody else wants a slot — the rest stay empty. This one
     is **work-conserving** (工作保持):
 
-    * a tenant runs at most its quota **while requests of other tenants wait**; when
-      nobody else waits, it may use every free slot;
+    * a tenant runs at most its quota **while another tenant under its own quota has a
+      request waiting**; otherwise it may use every free slot;
     * its running sequences beyond the quota are the first to go when another tenant
       needs room: `schedule` (given) preempts them (by recompute) while a waiting
       request's tenant is under its quota and every slot is taken.
@@ -147,9 +147,10 @@ class TenantQuotaScheduler(ContinuousScheduler):
 
         Walk `super().ordered_waiting(now)`, counting each tenant's sequences: those
         running (`running_per_tenant()`) plus those you have kept so far. Keep a request
-        if its tenant is still below its `quota(...)`, or if no request of any *other*
-        tenant is waiting (work-conserving); drop it otherwise. The scheduler admits from
-        your list in order and stops at the first request that does not fit.
+        if its tenant is still below its `quota(...)`, or if no *other* tenant that is
+        below its own quota has a request waiting (work-conserving: a slot nobody else
+        may take is not left idle); drop it otherwise. The scheduler admits from your
+        list in order and stops at the first request that does not fit.
         """
         raise NotImplementedError("Your turn: filter super().ordered_waiting(now) by the quotas, "
                                   "unless no other tenant waits")

@@ -94,8 +94,8 @@ class TenantQuotaScheduler(ContinuousScheduler):
     running sequences even when nobody else wants a slot — the rest stay empty. This one
     is **work-conserving** (工作保持):
 
-    * a tenant runs at most its quota **while requests of other tenants wait**; when
-      nobody else waits, it may use every free slot;
+    * a tenant runs at most its quota **while another tenant under its own quota has a
+      request waiting**; otherwise it may use every free slot;
     * its running sequences beyond the quota are the first to go when another tenant
       needs room: `schedule` (given) preempts them (by recompute) while a waiting
       request's tenant is under its quota and every slot is taken.
@@ -151,9 +151,10 @@ class TenantQuotaScheduler(ContinuousScheduler):
 
         Walk `super().ordered_waiting(now)`, counting each tenant's sequences: those
         running (`running_per_tenant()`) plus those you have kept so far. Keep a request
-        if its tenant is still below its `quota(...)`, or if no request of any *other*
-        tenant is waiting (work-conserving); drop it otherwise. The scheduler admits from
-        your list in order and stops at the first request that does not fit.
+        if its tenant is still below its `quota(...)`, or if no *other* tenant that is
+        below its own quota has a request waiting (work-conserving: a slot nobody else
+        may take is not left idle); drop it otherwise. The scheduler admits from your
+        list in order and stops at the first request that does not fit.
         """
         queue = super().ordered_waiting(now)
         waiting_tenants = {self.tenant(s) for s in queue}
@@ -161,7 +162,8 @@ class TenantQuotaScheduler(ContinuousScheduler):
         kept = []
         for seq in queue:
             tenant = self.tenant(seq)
-            others_wait = bool(waiting_tenants - {tenant})
+            others_wait = any(counts[other] < self.quota(other)
+                              for other in waiting_tenants - {tenant})
             if counts[tenant] < self.quota(tenant) or not others_wait:
                 kept.append(seq)
                 counts[tenant] += 1

@@ -75,7 +75,7 @@ def run_tiny(**knobs):
 
 def assert_names(error: ComponentError, part: str, *, request: bool = True):
     message = str(error)
-    assert error.part == part and f"your {part} diverges" in message, message
+    assert error.part == part and f"your {part} disagree" in message, message
     assert error.step is not None and f"engine step {error.step}" in message, message
     if request:
         assert error.request_id is not None and repr(error.request_id) in message, message
@@ -173,7 +173,7 @@ def test_broken_stream_bridge_sends_half_a_character(as_solutions, monkeypatch):
     monkeypatch.setattr(module, "text_delta", lambda sent, text, finished: text[len(sent):])
     engine = LLM(build_tiny_llama(seed=0), components="exercises").llm_engine
     assert engine.text_delta("ab", "abc", False) == "c"
-    with pytest.raises(ComponentError, match="your stream bridge diverges"):
+    with pytest.raises(ComponentError, match="your stream bridge disagree in a streamed answer"):
         engine.text_delta("ab", "abc\ufffd", False)
 
 
@@ -190,7 +190,8 @@ def test_broken_metrics_time_tpot_from_the_arrival(as_solutions, monkeypatch):
     llm = LLM(build_tiny_llama(seed=0), components="exercises")
     llm.generate([{"prompt_token_ids": p} for p in TINY_PROMPTS],
                  SamplingParams(temperature=0.0, max_tokens=6), use_tqdm=False)
-    with pytest.raises(ComponentError, match="your latency metrics diverge.*tpot P50"):
+    with pytest.raises(ComponentError, match="your latency metrics disagree in the latency "
+                                             "report: .*tpot P50"):
         latency_report(llm.llm_engine)
 
 
@@ -223,9 +224,42 @@ def test_decode_kernel_checked_in_the_interpreter(broken):
     backend = LearnerAttention(None, kernel, monitor)
     want = PerSequenceAttention()(q, k, v, k_cache.clone(), v_cache.clone(), meta, dim ** -0.5)
     if broken:
-        with pytest.raises(ComponentError, match="your decode kernel diverges") as caught:
+        with pytest.raises(ComponentError, match="your decode kernel disagree") as caught:
             backend(q, k, v, k_cache, v_cache, meta, dim ** -0.5)
         assert caught.value.request_id == "a"
     else:
         got = backend(q, k, v, k_cache, v_cache, meta, dim ** -0.5)
         torch.testing.assert_close(got, want)
+
+
+def test_broken_free_stops_the_run_when_a_request_finishes(as_solutions, monkeypatch):
+    """free() runs when a request finishes, inside the engine's per-request error handling:
+    a wrong free still stops the whole run (ComponentError is an InvariantError)."""
+    module = solution("ex05_block_allocator")
+
+    class LeakyAllocator(module.BlockAllocator):
+        def free(self, block_id):
+            self.ref_counts[block_id] -= 1       # the bug: never back on the free list
+
+    monkeypatch.setattr(module, "BlockAllocator", LeakyAllocator)
+    error = run_tiny(block_size=4)
+    assert_names(error, "block allocator")
+    assert "after free(" in str(error) and "num_free says" in str(error)
+
+
+def test_cached_prefixes_are_taken_as_admission_reaches_them(as_solutions):
+    """A tight cache: the head of the queue needs every block but one, the request behind
+    it would revive cached blocks. The learner's scheduler must admit the head (as the
+    answer key does), not stall behind blocks the second request took early."""
+    knobs = dict(enable_prefix_caching=True, block_size=4, num_kv_blocks=8, max_num_seqs=2)
+    cached_prompt = {"prompt_token_ids": list(range(3, 20))}       # 4 full blocks + 1 token
+    head = {"prompt_token_ids": list(range(30, 56))}               # 26 tokens: 7 blocks
+    one, two = SamplingParams(temperature=0.0, max_tokens=1), SamplingParams(temperature=0.0,
+                                                                             max_tokens=2)
+    runs = {}
+    for name, extra in (("yours", dict(components="exercises")), ("key", dict(executor="eager"))):
+        llm = LLM(build_tiny_llama(seed=0), **knobs, **extra)
+        llm.generate([cached_prompt], one, use_tqdm=False)          # its blocks stay cached
+        outs = llm.generate([head, cached_prompt], [two, two], use_tqdm=False)
+        runs[name] = [o.outputs[0].token_ids for o in outs]
+    assert runs["yours"] == runs["key"]

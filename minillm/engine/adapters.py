@@ -5,7 +5,7 @@ plain lists, `attend_per_sequence` dense K/V, `BlockAllocator` has no `take`. Th
 needs more. The code that bridges the two is here, in the answer key, not in the
 learner's files. Every adapter also **checks**: it runs the answer key's version of the
 same part on the same input and raises `ComponentError` at the first disagreement,
-naming the part, the engine step (`llm.trace.steps[step]`), the request and the token.
+naming the part, the engine step, the request and the token, with the step's batch.
 
     Monitor               where the engine is: the step being run, its requests
     checked_scheduler     the learner's scheduler, its plan checked against the engine's rules
@@ -46,76 +46,107 @@ class Monitor:
         self.rows: list[tuple[str, int, int]] = []   # this step's batch, once planned:
         #                                        (request id, first position, tokens) per row
         self.layer = 0
-        self.failed: ComponentError | None = None    # the first divergence found
+        self.failed: ComponentError | None = None    # the first divergence of this run
+        self._failed_run = None
 
     @property
     def step(self) -> int | None:
-        """The step being run: its `index` in `llm.trace.steps` once recorded."""
+        """The step being run (the index it would get in `llm.trace.steps`)."""
         if self.engine is None:
             return None
         trace = self.engine.trace
         return trace.num_dropped_steps + len(trace.steps)
 
+    @property
+    def broken(self) -> bool:
+        """This run already diverged (a new `generate` starts a new run, checked again)."""
+        run = None if self.engine is None else self.engine.trace
+        return self.failed is not None and self._failed_run is run
+
     def fail(self, part: str, detail: str, request_id: str | None = None):
-        """Raise the ComponentError — once: the clean-up after it (aborting the other
+        """Raise the ComponentError — once a run: the clean-up after it (aborting the other
         requests, freeing their blocks) must not hide the first divergence under another."""
-        if self.failed is None:
+        if not self.broken:
             self.failed = ComponentError(part, self.step, detail, request_id, list(self.rows))
+            self._failed_run = None if self.engine is None else self.engine.trace
             raise self.failed
 
 
-def _call(monitor: Monitor, part: str, what: str, fn, *args):
-    """Run a learner's function; an exception of theirs becomes a ComponentError."""
+KV = object()      # `_call`'s default: the request the KV manager is serving
+
+
+def _call(monitor: Monitor, part: str, what: str, fn, *args, request_id=KV):
+    """Run a learner's function; an exception of theirs becomes a ComponentError naming
+    `request_id` (None: a whole step's work; by default the KV manager's request)."""
     try:
         return fn(*args)
     except ComponentError:
         raise
     except Exception as error:
-        if monitor.failed is not None:          # cleaning up after the first divergence
+        if monitor.broken:                      # cleaning up after the first divergence
             return None
-        monitor.fail(part, f"{what} raised {type(error).__name__}: {error}", monitor.request_id)
+        who = monitor.request_id if request_id is KV else request_id
+        monitor.fail(part, f"{what} raised {type(error).__name__}: {error}", who)
 
 
 # ---------------------------------------------------------------------- scheduler (ex03/ex06)
 
 def checked_scheduler(base: type, monitor: Monitor) -> type:
     """`base` (the learner's Scheduler subclass, or the answer key's) whose every plan is
-    checked; with prefix caching, the waiting requests it may admit get their cached
-    prefix first (the exercises' schedulers leave the prefix cache to the engine)."""
+    checked. With prefix caching, a waiting request gets its cached prefix when the
+    learner's admission loop reaches it in the queue — as the answer key's own
+    `admit_waiting` does — and gives it back if it is not admitted (the exercises'
+    schedulers leave the prefix cache to the engine)."""
     from minillm.scheduler.continuous import ContinuousScheduler
     handles_prefixes = issubclass(base, ContinuousScheduler)
 
     class Checked(base):
         def schedule(self, now: float):
-            monitor.rows = []                       # no batch yet this step
-            held = [] if handles_prefixes else self._acquire_prefixes(now)
+            monitor.rows, self._held = [], []           # no batch yet this step
             plan = _call(monitor, "scheduler", f"{base.__name__}.schedule()",
-                         super().schedule, now)
-            self._settle_prefixes(held)
+                         super().schedule, now, request_id=None)
+            self._settle_prefixes()
             check_plan(self, plan, monitor)
             return plan
 
-        def _acquire_prefixes(self, now: float) -> list:
-            if self.kv.prefix_cache is None:
-                return []
-            room = self.config.max_num_seqs - len(self.running)
-            held = []
-            for seq in self.ordered_waiting(now)[:max(room, 0)]:
-                first = seq.first_scheduled_time is None
-                held.append((seq, self.kv.acquire_cached_prefix(seq), first))
-            return held
+        def ordered_waiting(self, now: float):
+            queue = super().ordered_waiting(now)
+            if handles_prefixes or self.kv.prefix_cache is None:
+                return queue
+            return PrefixAcquiringQueue(queue, self)
 
-        def _settle_prefixes(self, held: list) -> None:
-            for seq, cached, first in held:
+        def _acquire_prefix(self, seq) -> None:
+            if seq.status is SequenceStatus.WAITING and not seq.block_table \
+                    and not seq.num_computed_tokens:
+                first = seq.first_scheduled_time is None
+                self._held.append((seq, self.kv.acquire_cached_prefix(seq), first))
+
+        def _settle_prefixes(self) -> None:
+            for seq, cached, first in getattr(self, "_held", []):
                 if seq.status is SequenceStatus.WAITING and cached:
                     self.kv.free(seq)                 # not admitted: give the prefix back
                     seq.num_computed_tokens = 0
                 elif seq.status is SequenceStatus.RUNNING and first:
                     seq.num_cached_tokens = cached
+            self._held = []
 
     Checked.__name__ = Checked.__qualname__ = base.__name__
     Checked.name = getattr(base, "name", base.__name__)
     return Checked
+
+
+class PrefixAcquiringQueue(list):
+    """The waiting queue, in order, that hands each request its cached prefix just before
+    the admission loop looks at it — so only the request being considered holds one."""
+
+    def __init__(self, queue, scheduler):
+        super().__init__(queue)
+        self.scheduler = scheduler
+
+    def __iter__(self):
+        for seq in list.__iter__(self):
+            self.scheduler._acquire_prefix(seq)
+            yield seq
 
 
 def check_plan(scheduler, plan, monitor: Monitor) -> None:
@@ -203,10 +234,14 @@ class LearnerAllocator:
         if hasattr(self.learner, "take"):
             _call(self.monitor, self.part, f"take({block_id})", self.learner.take, block_id)
         else:
-            self.learner.free_list.remove(block_id)
-            self.learner.ref_counts[block_id] = 1
+            _call(self.monitor, self.part, f"reviving block {block_id} from free_list",
+                  self._revive_by_hand, block_id)
         self.users[block_id], self.free_count = 1, self.free_count - 1
         self._agree(block_id, f"take({block_id})")
+
+    def _revive_by_hand(self, block_id: int) -> None:
+        self.learner.free_list.remove(block_id)
+        self.learner.ref_counts[block_id] = 1
 
     def allocate_contiguous(self, count: int):
         raise NotImplementedError("static batching's reservations use the answer key's allocator")
@@ -315,7 +350,7 @@ def learner_runner_class(base: type, flat: object | None, monitor: Monitor) -> t
                 requests.append((seq.token_ids_between(0, end), seq.num_computed_tokens,
                                  list(seq.block_table)))
             got = _call(monitor, "flat batch", "build_flat_batch()", flat.build_flat_batch,
-                        requests, self.block_size)
+                        requests, self.block_size, request_id=None)
             return self._checked(got, want)
 
         def _checked(self, got: dict, want):
@@ -394,7 +429,8 @@ class LearnerAttention(AttentionBackend):
             args = (q, keys, values, meta.query_start_loc, meta.seq_lens, scale)
         else:
             return want
-        got = _call(self.monitor, part, fn.__name__ + "()", fn, *args)
+        got = _call(self.monitor, part, f"layer {layer}: {fn.__name__}()", fn, *args,
+                    request_id=None)
         self._check(part, got, want, meta, layer)
         return got.to(want.dtype)
 
@@ -433,13 +469,15 @@ def dense_kv(k_cache, v_cache, meta) -> tuple[torch.Tensor, torch.Tensor]:
 
 # ---------------------------------------------------------------------- policy, stream, metrics
 
+STREAMING, REPORT = "a streamed answer", "the latency report"
+
 def checked_policy(module, monitor: Monitor):
     """The learner's priority_key (ex09) as the engine's policy, each key checked."""
     from minillm.scheduler.policies import priority_key
 
     def learner_priority_key(seq, now: float, aging_rate: float) -> tuple:
         got = _call(monitor, "ordering policy", "priority_key()", module.priority_key,
-                    seq, now, aging_rate)
+                    seq, now, aging_rate, request_id=seq.request_id)
         want = priority_key(seq, now, aging_rate)
         if not _same(got, want):
             monitor.fail("ordering policy", f"priority_key gives {got!r} where the answer key "
@@ -459,11 +497,15 @@ def checked_text_delta(module):
 
     def learner_text_delta(sent: str, text: str, finished: bool) -> str:
         want = text_delta(sent, text, finished)
-        got = module.text_delta(sent, text, finished)
+        call = f"text_delta(sent=…{sent[-20:]!r}, text=…{text[-20:]!r}, finished={finished})"
+        try:
+            got = module.text_delta(sent, text, finished)
+        except Exception as error:
+            raise ComponentError("stream bridge", None, f"{call} raised "
+                                 f"{type(error).__name__}: {error}", where=STREAMING) from None
         if got != want:
-            raise ComponentError("stream bridge", None, f"text_delta(sent={sent[-20:]!r}…, "
-                                 f"text=…{text[-20:]!r}, finished={finished}) gives {got!r}; "
-                                 f"the piece to send is {want!r}")
+            raise ComponentError("stream bridge", None, f"{call} gives {got!r}; the piece to "
+                                 f"send is {want!r}", where=STREAMING)
         return got
 
     return learner_text_delta
@@ -481,13 +523,18 @@ def checked_latency_report(module):
 
     def learner_latency_report(trace) -> dict:
         want = answer_key_latency_report(trace)
-        got = module.latency_report(trace)
+        try:
+            got = module.latency_report(trace)
+        except Exception as error:
+            raise ComponentError("latency metrics", None, f"latency_report raised "
+                                 f"{type(error).__name__}: {error}", where=REPORT) from None
         for name, by_q in want.items():
             for q, value in by_q.items():
                 mine = got.get(name, {}).get(q) if isinstance(got, dict) else None
                 if mine is None or not _same(mine, value):
                     raise ComponentError("latency metrics", None, f"latency_report gives "
-                                         f"{name} P{q} = {mine!r}; from the trace it is {value!r}")
+                                         f"{name} P{q} = {mine!r}; from the trace it is {value!r}",
+                                         where=REPORT)
         return got
 
     return learner_latency_report

@@ -30,6 +30,12 @@ class InvalidValue(ValueError):
         self.param, self.code = param, code
 
 
+class InvariantError(RuntimeError):
+    """A part of the engine broke a rule every step relies on (a block handed out twice, a
+    plan over the token budget, …): the whole run is wrong, not one request, so the engine
+    stops instead of failing that request alone. Lesson 13's checks raise it."""
+
+
 def reworded(error: Exception, message: str) -> Exception:
     """`error` with another message, its kind and attributes (`param`, `code`) kept."""
     new = type(error)(message)

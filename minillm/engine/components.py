@@ -22,8 +22,10 @@ key's, and `report()` says so, part by part.
 
 The adapters between an exercise's contract and the engine's live in `adapters.py`. Each
 one also runs the answer key's version beside the learner's and raises `ComponentError`
-— naming the part, the engine step, the request and the token — at the first place they
-disagree, so a wrong part is found where it goes wrong, not as garbage text later.
+— naming the part, the engine step, the request and the token, with the step's batch —
+at the first place they disagree, so a wrong part is found where it goes wrong, not as
+garbage text later. It is an `InvariantError`: the engine stops the run instead of
+failing one request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import logging
 from dataclasses import dataclass
 
 import torch
+
+from minillm.engine.checks import InvariantError
 
 logger = logging.getLogger("minillm.components")
 
@@ -106,16 +110,23 @@ class PartStatus:
                 "reason": self.reason}
 
 
-class ComponentError(RuntimeError):
-    """A learner's part disagreed with the answer key inside the running engine."""
+class ComponentError(InvariantError):
+    """A learner's part disagreed with the answer key inside the running engine.
+
+    `step` is the engine step being run (the index the step would have had in
+    `llm.trace.steps`; it is not recorded, since it did not finish), `request_id` the
+    request concerned (None for a whole step's plan), `batch` that step's batch as
+    (request id, first position, tokens) rows once it was planned, `where` what ran
+    outside the steps (the server's stream, the latency report)."""
 
     def __init__(self, part: str, step: int | None, detail: str, request_id: str | None = None,
-                 batch: list | None = None):
+                 batch: list | None = None, where: str | None = None):
         self.part, self.step, self.request_id, self.detail = part, step, request_id, detail
-        self.batch = batch or []    # the step's batch: (request id, first position, tokens)
-        where = f"engine step {step}" if step is not None else "before the first step"
+        self.batch = batch or []
+        at = (f"at engine step {step}" if step is not None
+              else f"in {where}" if where else "before the first step")
         who = f", request {request_id!r}" if request_id is not None else ""
-        super().__init__(f"your {part} diverges from the answer key at {where}{who}: {detail}")
+        super().__init__(f"the answer key and your {part} disagree {at}{who}: {detail}")
 
 
 # ---------------------------------------------------------------------- which parts are yours
@@ -171,6 +182,8 @@ def _not_used_here(part: Part, device, config) -> str | None:
                 "runs it in the interpreter)")
     if config is None:
         return None
+    if part.key == "decode_kernel" and config.block_size & (config.block_size - 1):
+        return f"the kernel needs a power-of-two block_size, and this engine has {config.block_size}"
     if part.key == "policy" and config.policy != "priority":
         return f"policy={config.policy!r} was asked for; policy='priority' runs yours"
     if part.key == "prefix_hashing" and not config.enable_prefix_caching:
@@ -200,14 +213,17 @@ def learner_parts(target: str | None = None, *, device=None, config=None) -> lis
         module = importlib.import_module(f"{target}.{allocator.part.exercise}")
         if not _can_revive(module.BlockAllocator):
             allocator.yours = False
-            allocator.reason = ("prefix caching revives a freed cached block by its id; your "
-                                "BlockAllocator keeps no `free_list` deque and `ref_counts` "
-                                "list (the stub's names) and has no take(block_id)")
+            allocator.reason = ("prefix caching revives a freed cached block by its id: your "
+                                "BlockAllocator needs the stub's `free_list` deque and "
+                                "`ref_counts` list (or a take(block_id) of its own)")
     return statuses
 
 
 def _can_revive(allocator_class) -> bool:
-    probe = allocator_class(2)
+    try:
+        probe = allocator_class(2)
+    except Exception:                  # the engine's own checks will name what is wrong
+        return True
     return hasattr(probe, "take") or (hasattr(probe, "free_list") and hasattr(probe, "ref_counts"))
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 
-from minillm.engine.checks import check_int, check_number
+from minillm.engine.checks import InvariantError, check_int, check_number
 from minillm.engine.prompts import check_in_vocab, prompt_token_ids
 from minillm.engine.runner import Runner
 from minillm.engine.sequence import Sequence, SequenceStatus
@@ -234,6 +234,8 @@ class LLMEngine:
         for seq in list(self.scheduler.running):
             try:
                 seq.draft_token_ids = propose_drafts(self.proposer, seq, self.max_model_len)
+            except InvariantError:
+                raise
             except Exception as err:                 # this request fails, not the step
                 failed.append(self._fail(seq, err, now))
         return failed
@@ -253,6 +255,8 @@ class LLMEngine:
                     raise produced
                 if self._advance(item, produced, now):
                     outputs.append(self.make_output(seq))
+            except InvariantError:                # a part of the engine is wrong: stop the run
+                raise
             except Exception as err:             # this request fails, not the step
                 outputs.append(self._fail(seq, err, now))
         return outputs

@@ -20,6 +20,8 @@ PROPERTY_SETTINGS = settings(max_examples=60, deadline=None,
 def test_allocate_distinct_blocks(ex):
     alloc = ex.BlockAllocator(4)
     assert alloc.num_free == 4
+    assert list(alloc.free_list) == [0, 1, 2, 3] and list(alloc.ref_counts) == [0, 0, 0, 0], \
+        "keep the free ids in self.free_list and the counts in self.ref_counts (lesson 13 reads them)"
     first = alloc.allocate()
     assert first == 0, "a fresh allocator hands out block 0 first"
     rest = [alloc.allocate() for _ in range(3)]

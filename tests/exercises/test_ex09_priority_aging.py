@@ -225,6 +225,16 @@ def test_quota_holds_while_another_tenant_waits(ex):
     assert max(sum(e.request_id.startswith("A-") for e in s.scheduled) for s in trace.steps) == 4
 
 
+def test_no_slot_idles_when_every_waiting_tenant_is_at_its_quota(ex):
+    """Quotas A ≤ 2 and B ≤ 2 on 8 slots: both tenants at their quota may still fill the
+    slots nobody under a quota wants."""
+    work = [RequestSpec(f"{t}-{i}", 8, 30, 30, 0.0) for t in "AB" for i in range(6)]
+    trace = simulate(work, scheduling=quota_scheduler(ex, {"A": 2, "B": 2}), max_num_seqs=8,
+                     num_kv_blocks=512, cost_model=FIXED_STEP, max_steps=20000)
+    first = [e.request_id for e in trace.steps[0].scheduled]
+    assert len(first) == 8 and {r[0] for r in first} == {"A", "B"}, first
+
+
 def test_victim_is_the_last_of_the_tenants_over_quota(ex):
     engine = make_sim_engine(scheduling=quota_scheduler(ex, {}), max_num_seqs=8,
                              num_kv_blocks=64)
