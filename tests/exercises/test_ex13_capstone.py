@@ -63,11 +63,24 @@ def test_your_parts_run_in_the_engine():
                          f" | not yet: {', '.join(not_yet)}\n{format_report(statuses)}")
 
 
-@pytest.mark.parametrize("config", CONFIGS)
-def test_greedy_tokens_equal_transformers(config, smollm2, chat_prompts):
+@pytest.fixture(scope="module")
+def learner_engines(smollm2):
+    """The learner's engine per configuration, built once (the served test reuses one)."""
     hf, tokenizer = smollm2
+    built = {}
+
+    def engine(config: str) -> LLM:
+        if config not in built:
+            built[config] = LLM(hf, tokenizer=tokenizer, components="exercises",
+                                **CONFIGS[config])
+        return built[config]
+    return engine
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_greedy_tokens_equal_transformers(config, learner_engines, chat_prompts):
     prompts, refs = chat_prompts
-    llm = LLM(hf, tokenizer=tokenizer, components="exercises", **CONFIGS[config])
+    llm = learner_engines(config)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                         [SamplingParams(temperature=0.0, max_tokens=n) for n in MAX_TOKENS],
                         use_tqdm=False)
@@ -75,12 +88,11 @@ def test_greedy_tokens_equal_transformers(config, smollm2, chat_prompts):
         compare_with_ties(out.outputs[0].token_ids, want, gaps)
 
 
-def test_served_stream_equals_generate(smollm2):
-    hf, tokenizer = smollm2
+def test_served_stream_equals_generate(learner_engines):
     messages = [{"role": "user", "content": "Name three colours of the rainbow."}]
     params = SamplingParams(temperature=0.0, max_tokens=24)
-    want = LLM(hf, tokenizer=tokenizer, components="exercises").chat(
-        [messages], params, use_tqdm=False)[0].outputs[0].text
+    want = learner_engines("continuous").chat([messages], params,
+                                              use_tqdm=False)[0].outputs[0].text
     server = ServerProcess("--components", "exercises", "--api-key", KEY,
                            env={TARGET_ENV: exercise_target()})
     try:
