@@ -105,6 +105,8 @@ def checked_scheduler(base: type, monitor: Monitor) -> type:
             monitor.rows, self._held = [], []           # no batch yet this step
             plan = _call(monitor, "scheduler", f"{base.__name__}.schedule()",
                          super().schedule, now, request_id=None)
+            if plan is None:                            # this run already diverged
+                raise monitor.failed
             self._settle_prefixes()
             check_plan(self, plan, monitor)
             return plan

@@ -9,7 +9,7 @@ builds the engine from the learner's code instead of the answer key's, part by p
     block table        ex05 BlockTable            how many blocks a sequence's next tokens need
     flat batch         ex04 build_flat_batch      the step's tokens, positions and slots
     attention          ex04 attend_per_sequence   every layer's attention
-    decode kernel      ex07 paged_decode_attention  decode-only steps, on CUDA
+    decode kernel      ex07 paged_decode_kernel   decode-only steps, on CUDA
     ordering policy    ex09 priority_key          who waits least (policy="priority")
     prefix hashing     ex10 block_hashes          prefix-cache lookups (enable_prefix_caching)
     stream bridge      ex12 text_delta            the server's streamed pieces
@@ -18,7 +18,8 @@ builds the engine from the learner's code instead of the answer key's, part by p
 Which package is "the learner" follows the grading (`MINILLM_EXERCISES_FROM`: "exercises",
 or "solutions" to stand in for a learner who solved everything). A part whose stub still
 raises `NotImplementedError` — or whose module does not import — falls back to the answer
-key's, and `report()` says so, part by part.
+key's, and `learner_parts()` says so, part by part (`format_report` as text; the
+engine logs it when it is built).
 
 The adapters between an exercise's contract and the engine's live in `adapters.py`. Each
 one also runs the answer key's version beside the learner's and raises `ComponentError`
@@ -104,10 +105,6 @@ class PartStatus:
     def whose(self) -> str:
         """'yours', 'answer key' (yours is not done) or 'not used' (not in this run)."""
         return "yours" if self.yours else "answer key" if self.used else "not used"
-
-    def as_dict(self) -> dict:
-        return {"part": self.part.key, "exercise": self.part.exercise, "whose": self.whose,
-                "reason": self.reason}
 
 
 class ComponentError(InvariantError):
