@@ -143,7 +143,7 @@ class TenantQuotaScheduler(ContinuousScheduler):
     # ------------------------------------------------------------------ your part
     def ordered_waiting(self, now: float) -> list[Sequence]:
         """The queue the scheduler admits from: the policy's order, without the requests
-        that would push their tenant past its quota while another tenant's request waits.
+        that would push their tenant past its quota while another tenant needs the slot.
 
         Walk `super().ordered_waiting(now)`, counting each tenant's sequences: those
         running (`running_per_tenant()`) plus those you have kept so far. Keep a request
@@ -153,7 +153,7 @@ class TenantQuotaScheduler(ContinuousScheduler):
         list in order and stops at the first request that does not fit.
         """
         raise NotImplementedError("Your turn: filter super().ordered_waiting(now) by the quotas, "
-                                  "unless no other tenant waits")
+                                  "unless no other tenant under its quota waits")
 
     def victim(self, now: float) -> Sequence:
         """The running sequence to preempt (when KV memory runs out, or to reclaim a slot):

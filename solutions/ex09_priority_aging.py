@@ -147,7 +147,7 @@ class TenantQuotaScheduler(ContinuousScheduler):
     # ------------------------------------------------------------------ your part
     def ordered_waiting(self, now: float) -> list[Sequence]:
         """The queue the scheduler admits from: the policy's order, without the requests
-        that would push their tenant past its quota while another tenant's request waits.
+        that would push their tenant past its quota while another tenant needs the slot.
 
         Walk `super().ordered_waiting(now)`, counting each tenant's sequences: those
         running (`running_per_tenant()`) plus those you have kept so far. Keep a request
