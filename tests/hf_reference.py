@@ -30,3 +30,13 @@ def compare_with_ties(got: list[int], want: list[int], gaps: list[float], tol: f
         if a != b:
             return "near-tie" if gaps[i] < tol else "mismatch"
     return "equal" if len(got) == len(want) else "mismatch"
+
+
+def chat_prompt_ids(tokenizer, questions: list[str]) -> list[list[int]]:
+    """Each question as a one-turn chat prompt (the model's template), as token ids."""
+    prompts = []
+    for q in questions:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": q}],
+                                             add_generation_prompt=True, tokenize=False)
+        prompts.append(tokenizer(text, add_special_tokens=False).input_ids)
+    return prompts

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from hf_reference import compare_with_ties, hf_greedy
+from hf_reference import chat_prompt_ids, compare_with_ties, hf_greedy
 from minillm import LLM, SamplingParams
 
 QUESTIONS = [
@@ -57,11 +57,7 @@ SCHEDULING_ONLY = {"static", "preempting", "swapping"}
 @pytest.fixture(scope="module")
 def oracle(smollm2):
     hf, tokenizer = smollm2
-    prompts = []
-    for q in QUESTIONS:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": q}],
-                                             add_generation_prompt=True, tokenize=False)
-        prompts.append(tokenizer(text, add_special_tokens=False).input_ids)
+    prompts = chat_prompt_ids(tokenizer, QUESTIONS)
     refs = [hf_greedy(hf, p, n) for p, n in zip(prompts, MAX_TOKENS)]
     return prompts, refs
 

@@ -246,7 +246,8 @@ class LearnerAllocator:
         self.learner.ref_counts[block_id] = 1
 
     def allocate_contiguous(self, count: int):
-        raise NotImplementedError("static batching's reservations use the answer key's allocator")
+        raise RuntimeError("contiguous reservations (static batching) are the answer key's "
+                           "alone: components='exercises' refuses scheduling='static'")
 
     def _agree(self, block_id: int | None, what: str) -> None:
         free = _call(self.monitor, self.part, "num_free", lambda: self.learner.num_free)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from hf_reference import compare_with_ties, hf_greedy
+from hf_reference import chat_prompt_ids, compare_with_ties, hf_greedy
 from minillm import LLM, SamplingParams
 from minillm.config import EngineConfig
 from minillm.engine.components import format_report, learner_parts
@@ -44,11 +44,7 @@ KEY = "capstone-key"
 @pytest.fixture(scope="module")
 def chat_prompts(smollm2):
     hf, tokenizer = smollm2
-    prompts = []
-    for q in QUESTIONS:
-        text = tokenizer.apply_chat_template([{"role": "user", "content": q}],
-                                             add_generation_prompt=True, tokenize=False)
-        prompts.append(tokenizer(text, add_special_tokens=False).input_ids)
+    prompts = chat_prompt_ids(tokenizer, QUESTIONS)
     return prompts, [hf_greedy(hf, p, n) for p, n in zip(prompts, MAX_TOKENS)]
 
 
@@ -82,10 +78,12 @@ def test_greedy_tokens_equal_transformers(config, learner_engines, chat_prompts)
     prompts, refs = chat_prompts
     llm = learner_engines(config)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
-                        [SamplingParams(temperature=0.0, max_tokens=n) for n in MAX_TOKENS],
-                        use_tqdm=False)
-    for out, (want, gaps) in zip(outs, refs):
-        compare_with_ties(out.outputs[0].token_ids, want, gaps)
+                        [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)
+                         for n in MAX_TOKENS], use_tqdm=False)
+    verdicts = [compare_with_ties(out.outputs[0].token_ids, want, gaps)
+                for out, (want, gaps) in zip(outs, refs)]
+    # a difference only where transformers' top two logits nearly tie (tests/hf_reference.py)
+    assert "mismatch" not in verdicts and verdicts.count("equal") >= len(verdicts) - 1, verdicts
 
 
 def test_served_stream_equals_generate(learner_engines):
